@@ -1,0 +1,923 @@
+//! The canonical encoding of a function: the ground truth of the comparator's total order.
+//!
+//! LLVM's `FunctionComparator` walks two functions in lockstep and compares them part by
+//! part, most significant first, giving every local value a *serial number* in the order
+//! it is met so that two functions equal up to renaming compare equal. Here each function
+//! is instead turned, on its own, into a sequence of `u64` tokens in which every local
+//! entity is replaced by its serial number, and two functions are ordered by comparing
+//! their sequences lexicographically. While two functions agree, both encodings have made
+//! the same choices, so at the first difference the two tokens mean the same kind of
+//! thing, and the order is exactly the seeds' lockstep order. Because each encoding
+//! depends on one function only, the order is a total order by construction: reflexive,
+//! antisymmetric and transitive, including the self-reference rule (a call to oneself is a
+//! token of its own, not a pairing of the two functions, so it cannot break transitivity
+//! the way LLVM's cross-reference case does).
+//!
+//! What is encoded, in order:
+//! - the header: calling convention, every parameter and return (`AbiParam` type, purpose,
+//!   extension), then the `stack_limit` global value;
+//! - every reachable block in the CFG-ordered walk ([`CfgWalk`]): its serial number, cold
+//!   flag, parameters (type each), then each instruction: opcode, controlling type, every
+//!   field of its `InstructionData` format (an exhaustive match without a catch-all arm),
+//!   its results (type each) and its user stack map entries;
+//! - a trailer: the multiset of stack slots that no reachable instruction names (they still
+//!   take frame space).
+//!
+//! Entities are encoded by *content*, never by their numbers: values, blocks, stack slots
+//! and global values by serial number of first appearance plus, at that first appearance,
+//! their content (value type, slot kind/size/alignment, global value kind and fields);
+//! external functions by resolved name, signature, `colocated` and `patchable`; signatures,
+//! constants, shuffle masks, jump tables and exception tables by their contents; memory
+//! flags resolved through `dfg.mem_flags` with their alias region's `user_id`; constants by
+//! their bits (`-0.0` differs from `0.0`, NaN payloads differ). Source locations, value
+//! labels, debug tags and the function's own name are not encoded: they do not change what
+//! the function does.
+//!
+//! Direct call targets are encoded through a [`CallTargets`] policy: by name (with a call
+//! to oneself as a token of its own), or by the merger's current class of the callee.
+//! `func_addr` and `symbol` global values always encode the name: the address of a function
+//! is observable, so two functions that take their own addresses are different.
+
+use cranelift_codegen::ir::{
+    self, AbiParam, ArgumentExtension, ArgumentPurpose, Block, BlockArg, BlockCall,
+    DynamicStackSlot, ExceptionTableItem, ExternalName, FuncRef, Function, GlobalValue,
+    GlobalValueData, Inst, InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_entity::SecondaryMap;
+
+use super::walk::CfgWalk;
+use crate::names::names_itself;
+use crate::target::TargetInfo;
+
+/// One unit of the encoding.
+pub type Token = u64;
+
+/// What a token stands for, in words, for explanations.
+pub type What = &'static str;
+
+/// Where tokens go. The comparator keeps only the tokens; the explainer also keeps what
+/// each one means and which instruction it came from.
+pub trait Sink {
+    /// Append one token.
+    fn push(&mut self, token: Token, what: What, inst: Option<Inst>);
+}
+
+impl Sink for Vec<Token> {
+    #[inline]
+    fn push(&mut self, token: Token, _what: What, _inst: Option<Inst>) {
+        Vec::push(self, token);
+    }
+}
+
+/// Tokens together with their meaning and source instruction.
+#[derive(Default)]
+pub struct Annotated {
+    /// The tokens, as the comparator sees them.
+    pub tokens: Vec<Token>,
+    /// For each token: what it is and the instruction it belongs to.
+    pub origins: Vec<(What, Option<Inst>)>,
+}
+
+impl Annotated {
+    pub(crate) fn clear(&mut self) {
+        self.tokens.clear();
+        self.origins.clear();
+    }
+}
+
+impl Sink for Annotated {
+    fn push(&mut self, token: Token, what: What, inst: Option<Inst>) {
+        self.tokens.push(token);
+        self.origins.push((what, inst));
+    }
+}
+
+/// How a direct call's target is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallTarget {
+    /// The function calls itself (the seeds' self-reference rule).
+    SelfCall,
+    /// A callee the merger has put in an equivalence class: encoded by the class only.
+    Class(u32),
+    /// Encoded by the callee's resolved name.
+    Name,
+}
+
+/// The policy for encoding direct call targets (`call`, `return_call`, `try_call`).
+pub trait CallTargets {
+    /// How the call through `callee` inside `func` is encoded.
+    fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget;
+}
+
+/// The detector's own policy: callees by name, and a call to oneself as [`CallTarget::SelfCall`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ByName;
+
+impl CallTargets for ByName {
+    fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
+        if names_itself(func, &func.dfg.ext_funcs[callee].name) {
+            CallTarget::SelfCall
+        } else {
+            CallTarget::Name
+        }
+    }
+}
+
+// Structural tags. Each is distinct from every other token that can stand at the same
+// place, so that no chunk of the encoding is a proper prefix of another.
+const TAG_HEADER: Token = 0xC1F0_0000_0000_0001;
+const TAG_BLOCK: Token = 0xC1F0_0000_0000_0002;
+const TAG_BLOCK_END: Token = 0xC1F0_0000_0000_0003;
+const TAG_END: Token = 0xC1F0_0000_0000_0004;
+const TAG_INST: Token = 0xC1F0_0000_0001_0000; // | opcode
+
+/// Encodes one function chunk by chunk: the header, then one chunk per block of the walk,
+/// then the trailer.
+pub struct Encoder<'a, C: CallTargets> {
+    func: &'a Function,
+    target: &'a TargetInfo,
+    calls: &'a C,
+    walk: CfgWalk<'a>,
+    state: State,
+    inst: Option<Inst>,
+    values: Serials<Value>,
+    blocks: Serials<Block>,
+    global_values: Serials<GlobalValue>,
+    stack_slots: Serials<StackSlot>,
+    dynamic_slots: Serials<DynamicStackSlot>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Header,
+    Blocks,
+    Done,
+}
+
+/// Serial numbers in order of first appearance, the seeds' `sn_map`.
+struct Serials<K: cranelift_entity::EntityRef> {
+    map: SecondaryMap<K, u32>, // serial + 1; 0 = not met yet
+    next: u32,
+}
+
+impl<K: cranelift_entity::EntityRef> Serials<K> {
+    fn new() -> Self {
+        Self {
+            map: SecondaryMap::new(),
+            next: 0,
+        }
+    }
+
+    /// The serial number of `k`, and whether this is its first appearance.
+    #[inline]
+    fn get(&mut self, k: K) -> (u32, bool) {
+        let slot = &mut self.map[k];
+        if *slot == 0 {
+            self.next += 1;
+            *slot = self.next;
+            (self.next - 1, true)
+        } else {
+            (*slot - 1, false)
+        }
+    }
+
+    fn seen(&self, k: K) -> bool {
+        self.map[k] != 0
+    }
+}
+
+impl<'a, C: CallTargets> Encoder<'a, C> {
+    /// An encoder for `func` under `target`, encoding call targets by `calls`.
+    pub fn new(func: &'a Function, target: &'a TargetInfo, calls: &'a C) -> Self {
+        Self {
+            func,
+            target,
+            calls,
+            walk: CfgWalk::new(func),
+            state: State::Header,
+            inst: None,
+            values: Serials::new(),
+            blocks: Serials::new(),
+            global_values: Serials::new(),
+            stack_slots: Serials::new(),
+            dynamic_slots: Serials::new(),
+        }
+    }
+
+    /// The function being encoded.
+    pub fn func(&self) -> &'a Function {
+        self.func
+    }
+
+    /// Encode the next chunk into `sink`. Returns the block the chunk encodes (`None` for
+    /// the header and the trailer), or `Err(())` once everything has been encoded.
+    #[allow(clippy::result_unit_err)]
+    pub fn next_chunk(&mut self, sink: &mut impl Sink) -> Result<Option<Block>, ()> {
+        match self.state {
+            State::Header => {
+                self.header(sink);
+                self.state = State::Blocks;
+                Ok(None)
+            }
+            State::Blocks => match self.walk.next() {
+                Some(block) => {
+                    self.block(block, sink);
+                    Ok(Some(block))
+                }
+                None => {
+                    self.trailer(sink);
+                    self.state = State::Done;
+                    Ok(None)
+                }
+            },
+            State::Done => Err(()),
+        }
+    }
+
+    /// Encode the whole function into `sink`.
+    pub fn encode_all(mut self, sink: &mut impl Sink) {
+        while self.next_chunk(sink).is_ok() {}
+    }
+
+    #[inline]
+    fn push(&self, sink: &mut impl Sink, token: Token, what: What) {
+        sink.push(token, what, self.inst);
+    }
+
+    fn header(&mut self, sink: &mut impl Sink) {
+        self.push(sink, TAG_HEADER, "function header");
+        let func = self.func;
+        let sig = &func.signature;
+        self.signature(sig, sink);
+        match self.func.stack_limit {
+            Some(gv) => {
+                self.push(sink, 1, "stack_limit");
+                self.global_value(gv, sink);
+            }
+            None => self.push(sink, 0, "stack_limit"),
+        }
+    }
+
+    fn signature(&mut self, sig: &Signature, sink: &mut impl Sink) {
+        self.push(sink, call_conv_token(sig.call_conv), "calling convention");
+        self.push(sink, sig.params.len() as Token, "parameter count");
+        for p in &sig.params {
+            self.abi_param(p, sink, "parameter");
+        }
+        self.push(sink, sig.returns.len() as Token, "return count");
+        for p in &sig.returns {
+            self.abi_param(p, sink, "return");
+        }
+    }
+
+    fn abi_param(&mut self, p: &AbiParam, sink: &mut impl Sink, what: What) {
+        self.push(sink, type_token(p.value_type), what);
+        let (purpose, arg) = match p.purpose {
+            ArgumentPurpose::Normal => (0, 0),
+            ArgumentPurpose::StructArgument(size) => (1, size),
+            ArgumentPurpose::StructReturn => (2, 0),
+            ArgumentPurpose::VMContext => (3, 0),
+        };
+        self.push(sink, purpose, what);
+        self.push(sink, arg.into(), what);
+        let ext = match p.extension {
+            ArgumentExtension::None => 0,
+            ArgumentExtension::Uext => 1,
+            ArgumentExtension::Sext => 2,
+        };
+        self.push(sink, ext, what);
+    }
+
+    fn block(&mut self, block: Block, sink: &mut impl Sink) {
+        self.inst = None;
+        self.push(sink, TAG_BLOCK, "block");
+        self.block_ref(block, sink);
+        self.push(
+            sink,
+            self.func.layout.is_cold(block) as Token,
+            "cold block flag",
+        );
+        let func = self.func;
+        let params = func.dfg.block_params(block);
+        self.push(sink, params.len() as Token, "block parameter count");
+        for &v in params {
+            self.value(v, sink, "block parameter");
+        }
+        for inst in func.layout.block_insts(block) {
+            self.inst = Some(inst);
+            self.instruction(inst, sink);
+        }
+        self.inst = None;
+        self.push(sink, TAG_BLOCK_END, "end of block");
+    }
+
+    fn trailer(&mut self, sink: &mut impl Sink) {
+        self.inst = None;
+        self.push(sink, TAG_END, "end of function");
+        let mut unused: Vec<(Token, Token, Token)> = self
+            .func
+            .sized_stack_slots
+            .iter()
+            .filter(|(slot, _)| !self.stack_slots.seen(*slot))
+            .map(|(_, d)| (slot_kind_token(d.kind), d.size.into(), d.align_shift.into()))
+            .collect();
+        unused.sort_unstable();
+        self.push(sink, unused.len() as Token, "unused stack slot count");
+        for (kind, size, align) in unused {
+            self.push(sink, kind, "unused stack slot kind");
+            self.push(sink, size, "unused stack slot size");
+            self.push(sink, align, "unused stack slot alignment");
+        }
+        let unused_dynamic = self
+            .func
+            .dynamic_stack_slots
+            .keys()
+            .filter(|slot| !self.dynamic_slots.seen(*slot))
+            .count();
+        self.push(
+            sink,
+            unused_dynamic as Token,
+            "unused dynamic stack slot count",
+        );
+    }
+
+    /// A value operand or definition: its serial number, and its type when first met.
+    #[inline]
+    fn value(&mut self, v: Value, sink: &mut impl Sink, what: What) {
+        let v = self.func.dfg.resolve_aliases(v);
+        let (serial, first) = self.values.get(v);
+        self.push(sink, serial.into(), what);
+        if first {
+            self.push(sink, type_token(self.func.dfg.value_type(v)), what);
+        }
+    }
+
+    fn values(&mut self, vs: &[Value], sink: &mut impl Sink) {
+        self.push(sink, vs.len() as Token, "operand count");
+        for &v in vs {
+            self.value(v, sink, "operand");
+        }
+    }
+
+    fn value_list(&mut self, list: &ir::ValueList, sink: &mut impl Sink) {
+        let func = self.func;
+        let vs = list.as_slice(&func.dfg.value_lists);
+        self.values(vs, sink);
+    }
+
+    fn block_ref(&mut self, block: Block, sink: &mut impl Sink) {
+        let (serial, _) = self.blocks.get(block);
+        self.push(sink, serial.into(), "block");
+    }
+
+    fn block_call(&mut self, call: &BlockCall, sink: &mut impl Sink) {
+        let func = self.func;
+        let pool = &func.dfg.value_lists;
+        self.block_ref(call.block(pool), sink);
+        let args = call.args(pool);
+        self.push(sink, args.len() as Token, "block argument count");
+        for arg in args {
+            match arg {
+                BlockArg::Value(v) => {
+                    self.push(sink, 0, "block argument");
+                    self.value(v, sink, "block argument");
+                }
+                BlockArg::TryCallRet(n) => {
+                    self.push(sink, 1, "block argument");
+                    self.push(sink, n.into(), "block argument (call return)");
+                }
+                BlockArg::TryCallExn(n) => {
+                    self.push(sink, 2, "block argument");
+                    self.push(sink, n.into(), "block argument (exception payload)");
+                }
+            }
+        }
+    }
+
+    fn bytes(&mut self, bytes: &[u8], sink: &mut impl Sink, what: What) {
+        self.push(sink, bytes.len() as Token, what);
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.push(sink, u64::from_be_bytes(word), what);
+        }
+    }
+
+    fn name(&mut self, name: &ExternalName, sink: &mut impl Sink, what: What) {
+        match name {
+            ExternalName::User(r) => {
+                let func = self.func;
+                let u = &func.params.user_named_funcs()[*r];
+                self.push(sink, 1, what);
+                self.push(sink, u.namespace.into(), what);
+                self.push(sink, u.index.into(), what);
+            }
+            ExternalName::TestCase(t) => {
+                self.push(sink, 2, what);
+                self.bytes(t.raw(), sink, what);
+            }
+            ExternalName::LibCall(l) => {
+                self.push(sink, 3, what);
+                self.bytes(l.to_string().as_bytes(), sink, what);
+            }
+            ExternalName::KnownSymbol(k) => {
+                self.push(sink, 4, what);
+                self.bytes(k.to_string().as_bytes(), sink, what);
+            }
+        }
+    }
+
+    /// An external function, everything but its identity.
+    fn ext_func_attributes(&mut self, f: FuncRef, sink: &mut impl Sink) {
+        let data = &self.func.dfg.ext_funcs[f];
+        let (colocated, patchable, sig) = (data.colocated, data.patchable, data.signature);
+        self.push(sink, colocated as Token, "callee colocated flag");
+        self.push(sink, patchable as Token, "callee patchable flag");
+        self.sig_ref(sig, sink);
+    }
+
+    /// A direct call target: attributes, then identity by the [`CallTargets`] policy.
+    fn call_target(&mut self, f: FuncRef, sink: &mut impl Sink) {
+        self.ext_func_attributes(f, sink);
+        match self.calls.call_target(self.func, f) {
+            CallTarget::SelfCall => self.push(sink, 0, "callee (a call to itself)"),
+            CallTarget::Class(class) => {
+                self.push(sink, 1, "callee");
+                self.push(sink, class.into(), "callee (its class of equal functions)");
+            }
+            CallTarget::Name => {
+                self.push(sink, 2, "callee");
+                let func = self.func;
+                self.name(&func.dfg.ext_funcs[f].name, sink, "callee");
+            }
+        }
+    }
+
+    /// A function whose address is taken: always by name (see the module docs).
+    fn func_addr_target(&mut self, f: FuncRef, sink: &mut impl Sink) {
+        self.ext_func_attributes(f, sink);
+        let func = self.func;
+        self.name(
+            &func.dfg.ext_funcs[f].name,
+            sink,
+            "function whose address is taken",
+        );
+    }
+
+    fn sig_ref(&mut self, sig: SigRef, sink: &mut impl Sink) {
+        let func = self.func;
+        let sig = &func.dfg.signatures[sig];
+        self.signature(sig, sink);
+    }
+
+    fn mem_flags(&mut self, flags: MemFlags, sink: &mut impl Sink) {
+        let data = self.func.dfg.mem_flags[flags];
+        let endianness = match data.explicit_endianness() {
+            None => 0,
+            Some(ir::Endianness::Little) => 1,
+            Some(ir::Endianness::Big) => 2,
+        };
+        let trap = data.trap_code().map_or(0, |t| t.as_raw().get());
+        let bits = (data.aligned() as Token)
+            | (data.readonly() as Token) << 1
+            | endianness << 2
+            | (data.can_move() as Token) << 4
+            | Token::from(trap) << 8;
+        self.push(sink, bits, "memory flags");
+        let region = data.alias_region().map_or(0, |r| {
+            Token::from(self.func.dfg.alias_regions[r].user_id) + 1
+        });
+        self.push(sink, region, "memory alias region");
+    }
+
+    fn stack_slot(&mut self, slot: StackSlot, sink: &mut impl Sink) {
+        let (serial, first) = self.stack_slots.get(slot);
+        self.push(sink, serial.into(), "stack slot");
+        if first {
+            let d = &self.func.sized_stack_slots[slot];
+            self.push(sink, slot_kind_token(d.kind), "stack slot kind");
+            self.push(sink, d.size.into(), "stack slot size");
+            self.push(sink, d.align_shift.into(), "stack slot alignment");
+        }
+    }
+
+    fn dynamic_slot(&mut self, slot: DynamicStackSlot, sink: &mut impl Sink) {
+        let (serial, first) = self.dynamic_slots.get(slot);
+        self.push(sink, serial.into(), "dynamic stack slot");
+        if first {
+            let d = &self.func.dynamic_stack_slots[slot];
+            let (kind, dyn_ty) = (d.kind, d.dyn_ty);
+            self.push(sink, slot_kind_token(kind), "dynamic stack slot kind");
+            let ty = &self.func.dfg.dynamic_types[dyn_ty];
+            let (base, scale) = (ty.base_vector_ty, ty.dynamic_scale);
+            self.push(sink, type_token(base), "dynamic type");
+            self.global_value(scale, sink);
+        }
+    }
+
+    /// A global value: serial number, and on first appearance its content, following the
+    /// chain of bases iteratively.
+    fn global_value(&mut self, gv: GlobalValue, sink: &mut impl Sink) {
+        let ptr = type_token(self.target.pointer_type());
+        let mut gv = gv;
+        loop {
+            let (serial, first) = self.global_values.get(gv);
+            self.push(sink, serial.into(), "global value");
+            if !first {
+                return;
+            }
+            let func = self.func;
+            match &func.global_values[gv] {
+                GlobalValueData::VMContext => {
+                    self.push(sink, 0, "global value kind (vmctx)");
+                    self.push(sink, ptr, "global value type");
+                    return;
+                }
+                GlobalValueData::Load {
+                    base,
+                    offset,
+                    global_type,
+                    flags,
+                } => {
+                    let (base, offset, ty, flags) = (*base, *offset, *global_type, *flags);
+                    self.push(sink, 1, "global value kind (load)");
+                    self.push(sink, i64::from(offset) as Token, "global value offset");
+                    self.push(sink, type_token(ty), "global value type");
+                    self.mem_flags(flags, sink);
+                    gv = base;
+                }
+                GlobalValueData::IAddImm {
+                    base,
+                    offset,
+                    global_type,
+                } => {
+                    let (base, offset, ty) = (*base, offset.bits(), *global_type);
+                    self.push(sink, 2, "global value kind (iadd_imm)");
+                    self.push(sink, offset as Token, "global value offset");
+                    self.push(sink, type_token(ty), "global value type");
+                    gv = base;
+                }
+                GlobalValueData::Symbol {
+                    name,
+                    offset,
+                    colocated,
+                    tls,
+                } => {
+                    let (offset, colocated, tls) = (offset.bits(), *colocated, *tls);
+                    self.push(sink, 3, "global value kind (symbol)");
+                    self.push(sink, ptr, "global value type");
+                    self.name(name, sink, "symbol");
+                    self.push(sink, offset as Token, "symbol offset");
+                    self.push(sink, colocated as Token, "symbol colocated flag");
+                    self.push(sink, tls as Token, "symbol tls flag");
+                    return;
+                }
+                GlobalValueData::DynScaleTargetConst { vector_type } => {
+                    let vector_type = *vector_type;
+                    self.push(sink, 4, "global value kind (dyn_scale_target_const)");
+                    self.push(sink, ptr, "global value type");
+                    self.push(sink, type_token(vector_type), "dynamic scale vector type");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn exception_table(&mut self, table: ir::ExceptionTable, sink: &mut impl Sink) {
+        let func = self.func;
+        let data = &func.dfg.exception_tables[table];
+        self.sig_ref(data.signature(), sink);
+        self.push(
+            sink,
+            data.items().count() as Token,
+            "exception table entry count",
+        );
+        for item in data.items() {
+            match item {
+                ExceptionTableItem::Tag(tag, call) => {
+                    self.push(sink, 0, "exception table entry");
+                    self.push(sink, tag.as_u32().into(), "exception tag");
+                    self.block_call(&call, sink);
+                }
+                ExceptionTableItem::Default(call) => {
+                    self.push(sink, 1, "exception table entry (default)");
+                    self.block_call(&call, sink);
+                }
+                ExceptionTableItem::Context(v) => {
+                    self.push(sink, 2, "exception table entry (context)");
+                    self.value(v, sink, "exception context");
+                }
+            }
+        }
+        self.block_call(data.normal_return(), sink);
+    }
+
+    fn instruction(&mut self, inst: Inst, sink: &mut impl Sink) {
+        let data = self.func.dfg.insts[inst];
+        self.push(sink, TAG_INST | data.opcode() as Token, "opcode");
+        self.push(
+            sink,
+            type_token(ctrl_type(self.func, inst)),
+            "controlling type",
+        );
+        self.format_fields(&data, sink);
+        let func = self.func;
+        let results = func.dfg.inst_results(inst);
+        self.push(sink, results.len() as Token, "result count");
+        for &v in results {
+            self.value(v, sink, "result");
+        }
+        match func.dfg.user_stack_map_entries(inst) {
+            None => self.push(sink, 0, "user stack map"),
+            Some(entries) => {
+                self.push(sink, entries.len() as Token + 1, "user stack map");
+                for e in entries {
+                    let (ty, slot, offset) = (e.ty, e.slot, e.offset);
+                    self.push(sink, type_token(ty), "user stack map entry type");
+                    self.stack_slot(slot, sink);
+                    self.push(sink, offset.into(), "user stack map entry offset");
+                }
+            }
+        }
+    }
+
+    /// Every field of every instruction format. No catch-all arm, no `..`: when Cranelift
+    /// adds a format or a field, this stops compiling.
+    fn format_fields(&mut self, data: &InstructionData, sink: &mut impl Sink) {
+        match *data {
+            InstructionData::AtomicCas {
+                opcode: _,
+                args,
+                flags,
+            } => {
+                self.mem_flags(flags, sink);
+                self.values(&args, sink);
+            }
+            InstructionData::AtomicRmw {
+                opcode: _,
+                args,
+                flags,
+                op,
+            } => {
+                self.mem_flags(flags, sink);
+                self.push(sink, op as Token, "atomic operation");
+                self.values(&args, sink);
+            }
+            InstructionData::Binary { opcode: _, args } => self.values(&args, sink),
+            InstructionData::BinaryImm8 {
+                opcode: _,
+                arg,
+                imm,
+            } => {
+                self.values(&[arg], sink);
+                self.push(sink, imm.into(), "immediate");
+            }
+            InstructionData::BranchTable {
+                opcode: _,
+                arg,
+                table,
+            } => {
+                self.values(&[arg], sink);
+                let func = self.func;
+                let jt = &func.dfg.jump_tables[table];
+                self.block_call(&jt.default_block(), sink);
+                self.push(sink, jt.as_slice().len() as Token, "jump table size");
+                for call in jt.as_slice() {
+                    self.block_call(call, sink);
+                }
+            }
+            InstructionData::Brif {
+                opcode: _,
+                arg,
+                blocks,
+            } => {
+                self.values(&[arg], sink);
+                self.block_call(&blocks[0], sink);
+                self.block_call(&blocks[1], sink);
+            }
+            InstructionData::Call {
+                opcode: _,
+                args,
+                func_ref,
+            } => {
+                self.call_target(func_ref, sink);
+                self.value_list(&args, sink);
+            }
+            InstructionData::CallIndirect {
+                opcode: _,
+                args,
+                sig_ref,
+            } => {
+                self.sig_ref(sig_ref, sink);
+                self.value_list(&args, sink);
+            }
+            InstructionData::CondTrap {
+                opcode: _,
+                arg,
+                code,
+            } => {
+                self.values(&[arg], sink);
+                self.push(sink, code.as_raw().get().into(), "trap code");
+            }
+            InstructionData::DynamicStackAddr {
+                opcode: _,
+                dynamic_stack_slot,
+            } => self.dynamic_slot(dynamic_stack_slot, sink),
+            InstructionData::ExceptionHandlerAddress {
+                opcode: _,
+                block,
+                imm,
+            } => {
+                self.block_ref(block, sink);
+                self.push(sink, imm.bits() as Token, "immediate");
+            }
+            InstructionData::FloatCompare {
+                opcode: _,
+                args,
+                cond,
+            } => {
+                self.push(sink, cond as Token, "condition code");
+                self.values(&args, sink);
+            }
+            InstructionData::FuncAddr {
+                opcode: _,
+                func_ref,
+            } => self.func_addr_target(func_ref, sink),
+            InstructionData::IntAddTrap {
+                opcode: _,
+                args,
+                code,
+            } => {
+                self.values(&args, sink);
+                self.push(sink, code.as_raw().get().into(), "trap code");
+            }
+            InstructionData::IntCompare {
+                opcode: _,
+                args,
+                cond,
+            } => {
+                self.push(sink, cond as Token, "condition code");
+                self.values(&args, sink);
+            }
+            InstructionData::Jump {
+                opcode: _,
+                destination,
+            } => self.block_call(&destination, sink),
+            InstructionData::Load {
+                opcode: _,
+                arg,
+                flags,
+                offset,
+            } => {
+                self.mem_flags(flags, sink);
+                self.values(&[arg], sink);
+                self.push(sink, i64::from(offset) as Token, "offset");
+            }
+            InstructionData::LoadNoOffset {
+                opcode: _,
+                arg,
+                flags,
+            } => {
+                self.mem_flags(flags, sink);
+                self.values(&[arg], sink);
+            }
+            InstructionData::MultiAry { opcode: _, args } => self.value_list(&args, sink),
+            InstructionData::NullAry { opcode: _ } => {}
+            InstructionData::Shuffle {
+                opcode: _,
+                args,
+                imm,
+            } => {
+                self.values(&args, sink);
+                let func = self.func;
+                let mask = func.dfg.immediates[imm].as_slice();
+                self.bytes(mask, sink, "shuffle mask");
+            }
+            InstructionData::StackAddr {
+                opcode: _,
+                stack_slot,
+                offset,
+            } => {
+                self.stack_slot(stack_slot, sink);
+                self.push(sink, i64::from(offset) as Token, "offset");
+            }
+            InstructionData::Store {
+                opcode: _,
+                args,
+                flags,
+                offset,
+            } => {
+                self.mem_flags(flags, sink);
+                self.values(&args, sink);
+                self.push(sink, i64::from(offset) as Token, "offset");
+            }
+            InstructionData::StoreNoOffset {
+                opcode: _,
+                args,
+                flags,
+            } => {
+                self.mem_flags(flags, sink);
+                self.values(&args, sink);
+            }
+            InstructionData::Ternary { opcode: _, args } => self.values(&args, sink),
+            InstructionData::TernaryImm8 {
+                opcode: _,
+                args,
+                imm,
+            } => {
+                self.values(&args, sink);
+                self.push(sink, imm.into(), "immediate");
+            }
+            InstructionData::Trap { opcode: _, code } => {
+                self.push(sink, code.as_raw().get().into(), "trap code");
+            }
+            InstructionData::TryCall {
+                opcode: _,
+                args,
+                func_ref,
+                exception,
+            } => {
+                self.call_target(func_ref, sink);
+                self.value_list(&args, sink);
+                self.exception_table(exception, sink);
+            }
+            InstructionData::TryCallIndirect {
+                opcode: _,
+                args,
+                exception,
+            } => {
+                self.value_list(&args, sink);
+                self.exception_table(exception, sink);
+            }
+            InstructionData::Unary { opcode: _, arg } => self.values(&[arg], sink),
+            InstructionData::UnaryConst {
+                opcode: _,
+                constant_handle,
+            } => {
+                let func = self.func;
+                let bytes = func.dfg.constants.get(constant_handle).as_slice();
+                self.bytes(bytes, sink, "constant");
+            }
+            InstructionData::UnaryGlobalValue {
+                opcode: _,
+                global_value,
+            } => self.global_value(global_value, sink),
+            InstructionData::UnaryIeee16 { opcode: _, imm } => {
+                self.push(sink, imm.bits().into(), "immediate (f16 bits)");
+            }
+            InstructionData::UnaryIeee32 { opcode: _, imm } => {
+                self.push(sink, imm.bits().into(), "immediate (f32 bits)");
+            }
+            InstructionData::UnaryIeee64 { opcode: _, imm } => {
+                self.push(sink, imm.bits(), "immediate (f64 bits)");
+            }
+            InstructionData::UnaryImm { opcode: _, imm } => {
+                self.push(sink, imm.bits() as Token, "immediate");
+            }
+        }
+    }
+}
+
+/// The controlling type of `inst`, or `INVALID` when it has none. Unlike
+/// `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
+pub(crate) fn ctrl_type(func: &Function, inst: Inst) -> Type {
+    let dfg = &func.dfg;
+    let data = &dfg.insts[inst];
+    let constraints = data.opcode().constraints();
+    if !constraints.is_polymorphic() {
+        ir::types::INVALID
+    } else if constraints.requires_typevar_operand() {
+        data.typevar_operand(&dfg.value_lists)
+            .map_or(ir::types::INVALID, |v| dfg.value_type(v))
+    } else {
+        dfg.inst_results(inst)
+            .first()
+            .map_or(ir::types::INVALID, |&v| dfg.value_type(v))
+    }
+}
+
+#[inline]
+fn type_token(ty: Type) -> Token {
+    ty.index() as Token
+}
+
+fn slot_kind_token(kind: ir::StackSlotKind) -> Token {
+    match kind {
+        ir::StackSlotKind::ExplicitSlot => 0,
+        ir::StackSlotKind::ExplicitDynamicSlot => 1,
+    }
+}
+
+fn call_conv_token(cc: CallConv) -> Token {
+    match cc {
+        CallConv::Fast => 0,
+        CallConv::Tail => 1,
+        CallConv::SystemV => 2,
+        CallConv::WindowsFastcall => 3,
+        CallConv::AppleAarch64 => 4,
+        CallConv::Probestack => 5,
+        CallConv::Winch => 6,
+        CallConv::PreserveAll => 7,
+    }
+}

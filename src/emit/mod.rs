@@ -1,0 +1,26 @@
+//! Emission: the merged module compiled and written as an object file.
+//!
+//! - [`object`]: compile kept functions, define thunks, point aliases, write the object;
+//! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
+//! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF).
+
+pub mod clif;
+pub mod object;
+pub mod thunk;
+
+pub use object::{build_isa, emit_object, text_bytes, EmitError, EmitOptions, EmitSummary};
+
+/// Write `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// that an error never leaves a partial or stale file at `path`.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Thunks: a folded name that must keep a distinct address, jumping to the shared body.
+//!
+//! The members of a group are equal, so their signatures are identical (the comparator
+//! compares calling convention, every parameter and every return): a thunk never has to
+//! convert arguments. On x86_64 and aarch64 it is therefore a single tail jump with one
+//! relocation, written as bytes (`jmp rel32`, `E9` + R_X86_64_PLT32; `b imm26`,
+//! `0x14000000` + R_AARCH64_CALL26). Elsewhere, or when asked, the thunk is CLIF compiled
+//! like any function: `return_call` for the `tail` convention (the verifier allows it only
+//! there), a call followed by a return of its results otherwise.
+
+use cranelift_codegen::binemit::Reloc;
+use cranelift_codegen::ir::{self, InstBuilder, UserExternalName, UserFuncName};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
+use target_lexicon::Architecture;
+
+use crate::names::FuncName;
+
+/// A single-jump thunk as bytes and its relocation.
+pub struct JumpThunk {
+    /// The machine code.
+    pub bytes: Vec<u8>,
+    /// Its alignment.
+    pub alignment: u64,
+    /// The one relocation, naming the target.
+    pub reloc: ModuleReloc,
+}
+
+/// The single-jump thunk to `target` for `arch`, if the architecture has one.
+pub fn jump_thunk(arch: Architecture, target: FuncId) -> Option<JumpThunk> {
+    let name = ModuleRelocTarget::user(0, target.as_u32());
+    match arch {
+        Architecture::X86_64 => Some(JumpThunk {
+            bytes: vec![0xE9, 0, 0, 0, 0],
+            alignment: 1,
+            reloc: ModuleReloc {
+                offset: 1,
+                kind: Reloc::X86CallPCRel4,
+                name,
+                addend: -4,
+            },
+        }),
+        Architecture::Aarch64(_) => Some(JumpThunk {
+            bytes: 0x1400_0000u32.to_le_bytes().to_vec(),
+            alignment: 4,
+            reloc: ModuleReloc {
+                offset: 0,
+                kind: Reloc::Arm64Call,
+                name,
+                addend: 0,
+            },
+        }),
+        _ => None,
+    }
+}
+
+/// A thunk as CLIF: a function named `name` with `signature` that passes its arguments to
+/// `target` and returns what it returns.
+pub fn clif_thunk(
+    name: &FuncName,
+    signature: &ir::Signature,
+    target: &FuncName,
+    frontend_config: TargetFrontendConfig,
+) -> ir::Function {
+    let mut func = ir::Function::with_name_signature(user_func_name(name), signature.clone());
+    let mut ctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    b.seal_block(block);
+    let sig = b.import_signature(signature.clone());
+    let callee_name = external_name(b.func, target);
+    let callee = b.import_function(ir::ExtFuncData {
+        name: callee_name,
+        signature: sig,
+        colocated: true,
+        patchable: false,
+    });
+    let args = b.block_params(block).to_vec();
+    if signature.call_conv == CallConv::Tail {
+        b.ins().return_call(callee, &args);
+    } else {
+        let call = b.ins().call(callee, &args);
+        let results = b.inst_results(call).to_vec();
+        b.ins().return_(&results);
+    }
+    b.finalize(frontend_config);
+    func
+}
+
+/// `name` as the name a function is defined under.
+pub fn user_func_name(name: &FuncName) -> UserFuncName {
+    match name {
+        FuncName::User { namespace, index } => UserFuncName::user(*namespace, *index),
+        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
+            UserFuncName::testcase(s)
+        }
+    }
+}
+
+/// `name` as an external name usable inside `func`.
+pub fn external_name(func: &mut ir::Function, name: &FuncName) -> ir::ExternalName {
+    match name {
+        FuncName::User { namespace, index } => ir::ExternalName::user(
+            func.params
+                .ensure_user_func_name(UserExternalName::new(*namespace, *index)),
+        ),
+        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
+            ir::ExternalName::testcase(s)
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! clif-merge: LLVM's MergeFunctions pass for Cranelift IR.
+//!
+//! Compilers emit many functions that do exactly the same thing: generic instantiations,
+//! generated trampolines, code written twice. clif-merge finds them in a module of
+//! Cranelift IR functions, keeps one body per group, and makes every other name still work
+//! as an alias, a thunk, or (for local functions nobody can observe) nothing at all.
+//!
+//! The pass has three layers, with the [`MergePlan`] as the seam between analysis and
+//! mechanics:
+//! - [`detect`]: a total order over functions ([`FunctionComparator`]) and a structural hash
+//!   consistent with it;
+//! - [`merge`]: the worklist and tree of unique functions, callers revisited until nothing
+//!   changes, then class refinement over the call graph for recursive cycles;
+//! - [`emit`]: the kept functions compiled by cranelift-codegen and written by
+//!   cranelift-object, with aliases and thunks.
+//!
+//! ```
+//! use clif_merge::{Module, MergeOptions, TargetInfo, read::parse_clif};
+//! let clif = "
+//! function %a(i32) -> i32 system_v {
+//! block0(v0: i32):
+//!     v1 = iconst.i32 1
+//!     v2 = iadd v0, v1
+//!     return v2
+//! }
+//! function %b(i32) -> i32 system_v {
+//! block0(v7: i32):
+//!     v8 = iconst.i32 1
+//!     v9 = iadd v7, v8
+//!     return v9
+//! }
+//! ";
+//! let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+//! let functions = parse_clif(clif, "example.clif").unwrap();
+//! let module = Module::from_functions(functions.into_iter().map(|f| f.func)).unwrap();
+//! let plan = clif_merge::merge(&module, &target, &MergeOptions::default());
+//! assert_eq!(plan.folded_count(), 1);
+//! ```
+
+pub mod detect;
+pub mod emit;
+pub mod merge;
+pub mod names;
+pub mod read;
+pub mod report;
+pub mod target;
+
+pub use detect::{function_hash, FunctionComparator};
+pub use emit::{build_isa, emit_object, EmitError, EmitOptions, EmitSummary};
+pub use merge::{merge, Action, FuncIndex, Linkage, MergeMode, MergeOptions, MergePlan, Module};
+pub use names::FuncName;
+pub use read::ReadError;
+pub use target::TargetInfo;
+
+/// Errors that do not belong to one layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The target triple is unknown or has no pointer width.
+    #[error("unknown target {0}")]
+    UnknownTarget(String),
+}

@@ -1,0 +1,370 @@
+//! The `clif-merge` command: CLIF in, an object and a report out.
+//!
+//! A thin front end over the library: read and verify the inputs, build the module with
+//! the linkages the user gave, run the pass, then write what was asked for (object, JSON
+//! report, merged CLIF, an explanation). Every output is built in memory first and
+//! written through a temporary file and a rename; on any error, outputs already at the
+//! given paths are removed, so a failed run never leaves a partial or stale file behind.
+//! Exit status: 0 on success, 1 on an error in the input or the run, 2 on a usage error.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use clif_merge::emit::{build_isa, clif::merged_clif, emit_object, write_atomically, EmitOptions};
+use clif_merge::merge::{explain_in_plan, merge, Linkage, MergeMode, MergeOptions, Module};
+use clif_merge::read::{self, ParsedFunction};
+use clif_merge::report::{Report, Timings};
+use clif_merge::{FuncName, TargetInfo};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_codegen::settings::{self, Configurable};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Fold identical Cranelift IR functions (LLVM's MergeFunctions for Cranelift) and write
+/// the result as an object file.
+#[derive(Parser, Debug)]
+#[command(name = "clif-merge", version, about)]
+struct Cli {
+    /// .clif files, or directories searched recursively for *.clif (in sorted path order).
+    #[arg(required = true, value_name = "INPUT")]
+    inputs: Vec<PathBuf>,
+
+    /// Target triple (default: the host). A `target` line in a file does not override it.
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+
+    /// A Cranelift setting, e.g. `opt_level=speed`, `preserve_frame_pointers=true`
+    /// (repeatable). `is_pic` defaults to true so that objects link into shared libraries.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    settings: Vec<(String, String)>,
+
+    /// Write the object file here. Without it nothing is compiled.
+    #[arg(short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// How folded functions keep their names.
+    #[arg(long = "merge-functions", value_name = "MODE", default_value = "trampolines",
+          value_parser = ["aliases", "trampolines", "disabled"])]
+    merge_functions: String,
+
+    /// Linkage for functions whose name (without `%`) matches GLOB (repeatable; the last
+    /// match wins; default export).
+    #[arg(long, value_name = "GLOB=LINKAGE", value_parser = parse_linkage)]
+    linkage: Vec<(glob::Pattern, Linkage)>,
+
+    /// Declare that no function's address is compared, so folded functions may be aliases.
+    #[arg(long)]
+    addresses_insignificant: bool,
+
+    /// Do not fold mutually recursive groups (LLVM's behaviour).
+    #[arg(long)]
+    no_cycles: bool,
+
+    /// One section per function in the object, so linkers can still garbage-collect and fold.
+    #[arg(long)]
+    function_sections: bool,
+
+    /// Write thunks as compiled CLIF calls instead of a single jump.
+    #[arg(long, hide = true)]
+    clif_thunks: bool,
+
+    /// Write a JSON report here (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Write the merged module as CLIF here (`-` for standard output).
+    #[arg(long = "emit-clif", value_name = "FILE")]
+    emit_clif: Option<PathBuf>,
+
+    /// Say whether functions A and B are equal, and if not, where they first differ.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    explain: Option<Vec<String>>,
+
+    /// Threads for compiling (default: all cores). The output does not depend on it.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+
+    /// No progress bar and no summary table.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    Ok((name.trim().to_string(), value.trim().to_string()))
+}
+
+fn parse_linkage(s: &str) -> Result<(glob::Pattern, Linkage), String> {
+    let (pattern, linkage) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{s}` is not GLOB=LINKAGE"))?;
+    let linkage = match linkage {
+        "local" => Linkage::Local,
+        "hidden" => Linkage::Hidden,
+        "export" => Linkage::Export,
+        "preemptible" => Linkage::Preemptible,
+        other => {
+            return Err(format!(
+                "unknown linkage `{other}` (expected local, hidden, export or preemptible)"
+            ))
+        }
+    };
+    let pattern = glob::Pattern::new(pattern).map_err(|e| format!("bad glob `{pattern}`: {e}"))?;
+    Ok((pattern, linkage))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outputs: Vec<PathBuf> = [&cli.output, &cli.report, &cli.emit_clif]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.as_os_str() != "-")
+        .cloned()
+        .collect();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            for path in &outputs {
+                let _ = std::fs::remove_file(path);
+            }
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The progress bar, shown only on a terminal and without `--quiet`.
+struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        Progress(Some(ProgressBar::new_spinner()))
+    }
+
+    fn phase(&self, message: &'static str, length: Option<u64>) {
+        if let Some(bar) = &self.0 {
+            bar.reset();
+            match length {
+                Some(n) => {
+                    bar.set_length(n);
+                    bar.set_style(
+                        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {elapsed}")
+                            .expect("valid template")
+                            .progress_chars("=> "),
+                    );
+                }
+                None => {
+                    bar.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                            .expect("valid template"),
+                    );
+                    bar.enable_steady_tick(Duration::from_millis(100));
+                }
+            }
+            bar.set_message(message);
+        }
+    }
+
+    fn inc(&self) {
+        if let Some(bar) = &self.0 {
+            bar.inc(1);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    if let Some(n) = cli.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .map_err(|e| e.to_string())?;
+    }
+    let target = match &cli.target {
+        Some(t) => TargetInfo::from_triple_str(t).map_err(|e| e.to_string())?,
+        None => TargetInfo::host(),
+    };
+    let mut settings_list = vec![("is_pic".to_string(), "true".to_string())];
+    settings_list.extend(cli.settings.iter().cloned());
+    let flags = shared_flags(&settings_list)?;
+    let progress = Progress::new(cli.quiet);
+
+    // Read and verify.
+    let start = Instant::now();
+    let files = read::expand_inputs(&cli.inputs).map_err(|e| e.to_string())?;
+    progress.phase("reading", Some(files.len() as u64));
+    let mut parsed: Vec<ParsedFunction> = Vec::new();
+    for file in &files {
+        parsed.extend(read::read_file(file).map_err(|e| e.to_string())?);
+        progress.inc();
+    }
+    if parsed.is_empty() {
+        let names: Vec<String> = cli.inputs.iter().map(|p| p.display().to_string()).collect();
+        return Err(read::ReadError::Empty(names.join(", ")).to_string());
+    }
+    read::check_unique_names(&parsed).map_err(|e| e.to_string())?;
+    let isa = match build_isa(&target, &settings_list) {
+        Ok(isa) => Some(isa),
+        Err(e @ clif_merge::EmitError::Setting { .. }) => return Err(e.to_string()),
+        Err(e) if cli.output.is_some() => return Err(e.to_string()),
+        Err(_) => None,
+    };
+    progress.phase("verifying", None);
+    match &isa {
+        Some(isa) => read::verify_all(&parsed, &**isa),
+        None => read::verify_all(&parsed, &flags),
+    }
+    .map_err(|e| e.to_string())?;
+    let parse_s = start.elapsed().as_secs_f64();
+
+    // Merge.
+    let start = Instant::now();
+    progress.phase("merging", None);
+    let mut module = Module::new();
+    for p in parsed {
+        let name = FuncName::of_function(&p.func);
+        let linkage = linkage_for(&cli.linkage, &name);
+        module
+            .add(p.func, linkage, false)
+            .map_err(|e| format!("{}: {e}", p.file.display()))?;
+    }
+    let mode: MergeMode = cli.merge_functions.parse()?;
+    let options = MergeOptions {
+        mode,
+        addresses_insignificant: cli.addresses_insignificant,
+        fold_cycles: !cli.no_cycles,
+    };
+    let plan = merge(&module, &target, &options);
+    let merge_s = start.elapsed().as_secs_f64();
+
+    // Explain.
+    let explanation = match &cli.explain {
+        Some(pair) => {
+            let find = |text: &str| {
+                let name = FuncName::parse(text).ok_or_else(|| {
+                    format!("--explain: `{text}` is not a function name (write %name or u0:7)")
+                })?;
+                module
+                    .lookup(&name)
+                    .ok_or_else(|| format!("--explain: no function {name} in the input"))
+            };
+            let (a, b) = (find(&pair[0])?, find(&pair[1])?);
+            let (na, nb) = (&module.get(a).name, &module.get(b).name);
+            Some(match explain_in_plan(&module, &target, &plan, a, b) {
+                None if plan.same_body(a, b) => {
+                    format!("{na} and {nb} are equal: they share one body\n")
+                }
+                None => format!("{na} and {nb} are equal\n"),
+                Some(d) => format!("{na} and {nb} differ\n{d}\n"),
+            })
+        }
+        None => None,
+    };
+
+    // Emit.
+    let mut emitted = None;
+    let mut object_bytes = None;
+    if cli.output.is_some() {
+        let isa = isa.expect("built above when -o is given");
+        progress.phase("compiling", None);
+        let emit_options = EmitOptions {
+            per_function_section: cli.function_sections,
+            clif_thunks: cli.clif_thunks,
+        };
+        let (bytes, summary) =
+            emit_object(&module, &plan, isa, &emit_options).map_err(|e| e.to_string())?;
+        object_bytes = Some(bytes);
+        emitted = Some(summary);
+    }
+    let clif_text = cli.emit_clif.as_ref().map(|_| {
+        let config = TargetFrontendConfig {
+            default_call_conv: CallConv::triple_default(target.triple()),
+            pointer_width: target
+                .triple()
+                .pointer_width()
+                .unwrap_or(target_lexicon::PointerWidth::U64),
+            page_size_align_log2: 12,
+        };
+        merged_clif(&module, &plan, config)
+    });
+    progress.finish();
+
+    let timings = Timings {
+        parse_s,
+        merge_s,
+        codegen_s: emitted.as_ref().map_or(0.0, |e| e.codegen_s),
+        emit_s: emitted.as_ref().map_or(0.0, |e| e.emit_s),
+    };
+    let report = Report::new(
+        target.triple().to_string(),
+        cli.merge_functions.clone(),
+        &module,
+        &plan,
+        emitted.as_ref(),
+        timings,
+    );
+
+    // Write everything, each file atomically.
+    if let (Some(path), Some(bytes)) = (&cli.output, &object_bytes) {
+        write_output(path, bytes)?;
+    }
+    if let Some(path) = &cli.report {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n";
+        write_output(path, json.as_bytes())?;
+    }
+    if let (Some(path), Some(text)) = (&cli.emit_clif, &clif_text) {
+        write_output(path, text.as_bytes())?;
+    }
+    if let Some(text) = explanation {
+        print!("{text}");
+    }
+    if !cli.quiet && std::io::stdout().is_terminal() {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+fn write_output(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        use std::io::Write;
+        return std::io::stdout()
+            .write_all(bytes)
+            .map_err(|e| format!("writing to standard output: {e}"));
+    }
+    write_atomically(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Cranelift's shared settings with `settings` applied; unknown names are left to the ISA
+/// builder (they may be ISA flags), and reported there.
+fn shared_flags(settings_list: &[(String, String)]) -> Result<settings::Flags, String> {
+    let mut builder = settings::builder();
+    for (name, value) in settings_list {
+        match builder.set(name, value) {
+            Ok(()) | Err(settings::SetError::BadName(_)) => {}
+            Err(e) => return Err(format!("setting `{name}={value}`: {e}")),
+        }
+    }
+    Ok(settings::Flags::new(builder))
+}
+
+fn linkage_for(rules: &[(glob::Pattern, Linkage)], name: &FuncName) -> Linkage {
+    let text = name.to_string();
+    let bare = text.strip_prefix('%').unwrap_or(&text);
+    rules
+        .iter()
+        .rev()
+        .find(|(pattern, _)| pattern.matches(bare))
+        .map_or(Linkage::Export, |&(_, linkage)| linkage)
+}

@@ -1,0 +1,143 @@
+//! The merger: fold every group of equal functions into one body.
+//!
+//! - [`module`]: the input, functions with names, linkages and address significance;
+//! - [`driver`]: which functions are equal (worklist and tree, then cycles);
+//! - [`policy`]: what each folded function becomes (erased, alias, thunk);
+//! - [`plan`]: the result, [`MergePlan`].
+
+pub mod driver;
+pub mod module;
+pub mod plan;
+pub mod policy;
+
+pub use module::{FuncIndex, Linkage, Module, ModuleError, ModuleFunction};
+pub use plan::{Action, Body, FoundBy, Group, MergePlan};
+
+use cranelift_codegen::ir::{FuncRef, Function};
+
+use crate::detect::{CallTarget, CallTargets};
+use crate::target::TargetInfo;
+
+/// How folded functions keep their names, in rustc's words (`-Z merge-functions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MergeMode {
+    /// Addresses are not significant: a folded function becomes an alias or disappears.
+    Aliases,
+    /// Address-significant functions keep distinct addresses through thunks.
+    #[default]
+    Trampolines,
+    /// No merging: the baseline for size comparisons.
+    Disabled,
+}
+
+impl std::str::FromStr for MergeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "aliases" => Ok(MergeMode::Aliases),
+            "trampolines" => Ok(MergeMode::Trampolines),
+            "disabled" => Ok(MergeMode::Disabled),
+            other => Err(format!(
+                "unknown merge mode `{other}` (expected aliases, trampolines or disabled)"
+            )),
+        }
+    }
+}
+
+/// Options of the pass.
+#[derive(Clone, Debug)]
+pub struct MergeOptions {
+    /// How folded functions keep their names.
+    pub mode: MergeMode,
+    /// Nobody compares function addresses: every folded function may become an alias.
+    pub addresses_insignificant: bool,
+    /// Also fold mutually recursive groups (class refinement). On by default.
+    pub fold_cycles: bool,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        Self {
+            mode: MergeMode::Trampolines,
+            addresses_insignificant: false,
+            fold_cycles: true,
+        }
+    }
+}
+
+/// The first difference between `a` and `b` as the merger sees them: a direct call
+/// into the caller's own group is a call to itself, a call into another group is that
+/// group, anything else is by name. `None` when they are equal.
+pub fn explain_in_plan(
+    module: &Module,
+    target: &TargetInfo,
+    plan: &MergePlan,
+    a: FuncIndex,
+    b: FuncIndex,
+) -> Option<crate::detect::Difference> {
+    let by_plan = |caller: FuncIndex| ByPlan {
+        module,
+        plan,
+        refs: module.references(caller).func_refs,
+        caller,
+    };
+    let (left, right) = (by_plan(a), by_plan(b));
+    // One policy per side: each side's calls are judged from that side.
+    let both = Sided {
+        left,
+        right,
+        left_func: &module.get(a).func,
+    };
+    crate::detect::explain(target, &both, &module.get(a).func, &module.get(b).func)
+}
+
+struct ByPlan<'m> {
+    module: &'m Module,
+    plan: &'m MergePlan,
+    refs: Vec<Option<FuncIndex>>,
+    caller: FuncIndex,
+}
+
+impl CallTargets for ByPlan<'_> {
+    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        let Some(c) = self.refs.get(callee.as_u32() as usize).copied().flatten() else {
+            return CallTarget::Name;
+        };
+        if self.module.get(c).linkage == Linkage::Preemptible {
+            return CallTarget::Name;
+        }
+        let group = |f: FuncIndex| self.plan.group_of(f).map_or(f, |g| g.kept);
+        if group(c) == group(self.caller) {
+            CallTarget::SelfCall
+        } else {
+            CallTarget::Class(group(c).as_u32())
+        }
+    }
+}
+
+/// Two policies, chosen by which function is being encoded.
+struct Sided<'a> {
+    left: ByPlan<'a>,
+    right: ByPlan<'a>,
+    left_func: &'a Function,
+}
+
+impl CallTargets for Sided<'_> {
+    fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
+        if std::ptr::eq(func, self.left_func) {
+            self.left.call_target(func, callee)
+        } else {
+            self.right.call_target(func, callee)
+        }
+    }
+}
+
+/// Run the pass on `module` for `target`: find every group of equal functions and decide
+/// what each folded function becomes.
+pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> MergePlan {
+    if options.mode == MergeMode::Disabled {
+        return MergePlan::default();
+    }
+    let groups = driver::find_groups(module, target, options.fold_cycles);
+    policy::plan_groups(module, target, options, groups)
+}

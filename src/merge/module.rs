@@ -1,0 +1,178 @@
+//! The input of the merger: functions with names, linkages and address significance, and
+//! the call graph between them.
+//!
+//! A function's address is *taken* when another function (or itself) uses it other than as
+//! a direct call target (`func_addr`, a `symbol` global value), or when its linkage lets
+//! other objects see it (anything but `Local`). An address-taken function is
+//! *address-significant* unless the user says addresses are not observed (LLVM's
+//! `unnamed_addr`, rustc's view of its own functions).
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::{FuncRef, Function, GlobalValueData, InstructionData};
+pub use cranelift_module::Linkage;
+
+use crate::names::FuncName;
+
+/// A function's index in a [`Module`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct FuncIndex(u32);
+cranelift_entity::entity_impl!(FuncIndex, "func");
+
+/// One function of the module.
+pub struct ModuleFunction {
+    /// Its name (the symbol it is defined under).
+    pub name: FuncName,
+    /// Its body.
+    pub func: Function,
+    /// How other objects see it. `Import` is not allowed for a definition.
+    pub linkage: Linkage,
+    /// `true` when the user promises nobody compares this function's address
+    /// (`unnamed_addr`).
+    pub unnamed_addr: bool,
+}
+
+/// Why a module could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    /// Two functions with one name.
+    #[error("function {0} is defined twice")]
+    Duplicate(FuncName),
+    /// A definition with `Import` linkage.
+    #[error("function {0} is defined but its linkage is Import")]
+    ImportDefinition(FuncName),
+}
+
+/// A set of functions to merge, with their call graph.
+#[derive(Default)]
+pub struct Module {
+    functions: cranelift_entity::PrimaryMap<FuncIndex, ModuleFunction>,
+    by_name: HashMap<FuncName, FuncIndex>,
+}
+
+/// What one function does with the functions of the module.
+#[derive(Clone, Debug, Default)]
+pub struct References {
+    /// For each `FuncRef` of the function: the module function it names, if any.
+    pub func_refs: Vec<Option<FuncIndex>>,
+    /// Module functions it calls directly.
+    pub calls: Vec<FuncIndex>,
+    /// Module functions whose address it takes (`func_addr`, `symbol`).
+    pub addresses: Vec<FuncIndex>,
+}
+
+impl Module {
+    /// An empty module.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A module of `functions`, all with `Export` linkage.
+    pub fn from_functions(
+        functions: impl IntoIterator<Item = Function>,
+    ) -> Result<Self, ModuleError> {
+        let mut module = Self::new();
+        for func in functions {
+            module.add(func, Linkage::Export, false)?;
+        }
+        Ok(module)
+    }
+
+    /// Add a function.
+    pub fn add(
+        &mut self,
+        func: Function,
+        linkage: Linkage,
+        unnamed_addr: bool,
+    ) -> Result<FuncIndex, ModuleError> {
+        let name = FuncName::of_function(&func);
+        if linkage == Linkage::Import {
+            return Err(ModuleError::ImportDefinition(name));
+        }
+        if self.by_name.contains_key(&name) {
+            return Err(ModuleError::Duplicate(name));
+        }
+        let index = self.functions.push(ModuleFunction {
+            name: name.clone(),
+            func,
+            linkage,
+            unnamed_addr,
+        });
+        self.by_name.insert(name, index);
+        Ok(index)
+    }
+
+    /// Number of functions.
+    pub fn len(&self) -> usize {
+        self.functions.len()
+    }
+
+    /// Whether the module has no function.
+    pub fn is_empty(&self) -> bool {
+        self.functions.is_empty()
+    }
+
+    /// The function at `index`.
+    pub fn get(&self, index: FuncIndex) -> &ModuleFunction {
+        &self.functions[index]
+    }
+
+    /// Mutable access to the function at `index` (linkage, unnamed_addr).
+    pub fn get_mut(&mut self, index: FuncIndex) -> &mut ModuleFunction {
+        &mut self.functions[index]
+    }
+
+    /// The function named `name`.
+    pub fn lookup(&self, name: &FuncName) -> Option<FuncIndex> {
+        self.by_name.get(name).copied()
+    }
+
+    /// All functions, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = (FuncIndex, &ModuleFunction)> {
+        self.functions.iter()
+    }
+
+    /// All indices.
+    pub fn indices(&self) -> impl Iterator<Item = FuncIndex> + '_ {
+        self.functions.keys()
+    }
+
+    /// What `index` calls and whose addresses it takes, among the module's functions.
+    pub fn references(&self, index: FuncIndex) -> References {
+        let func = &self.functions[index].func;
+        let func_refs: Vec<Option<FuncIndex>> = func
+            .dfg
+            .ext_funcs
+            .values()
+            .map(|ext| self.lookup(&FuncName::of_external(func, &ext.name)))
+            .collect();
+        let target = |f: FuncRef| func_refs[f.as_u32() as usize];
+        let mut refs = References::default();
+        for block in func.layout.blocks() {
+            for inst in func.layout.block_insts(block) {
+                match func.dfg.insts[inst] {
+                    InstructionData::Call { func_ref, .. }
+                    | InstructionData::TryCall { func_ref, .. } => {
+                        refs.calls.extend(target(func_ref));
+                    }
+                    InstructionData::FuncAddr { func_ref, .. } => {
+                        refs.addresses.extend(target(func_ref));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for gv in func.global_values.values() {
+            if let GlobalValueData::Symbol { name, .. } = gv {
+                refs.addresses
+                    .extend(self.lookup(&FuncName::of_external(func, name)));
+            }
+        }
+        refs.func_refs = func_refs;
+        refs.calls.sort_unstable();
+        refs.calls.dedup();
+        refs.addresses.sort_unstable();
+        refs.addresses.dedup();
+        refs
+    }
+}

@@ -1,0 +1,147 @@
+//! The decision table: what each folded function becomes. Checked against the seeds' rules
+//! (LLVM's `mergeTwoFunctions` / `writeThunkOrAlias`) and kept apart from the code that
+//! emits, so that a reader can verify it in one place.
+//!
+//! Which function of a group is kept does not depend on input order: strong (not
+//! preemptible) before preemptible, then external (`Export`, `Hidden`) before `Local`,
+//! then by name.
+//!
+//! For each other member G, with "significant" meaning G's address is taken (it is not
+//! `Local`, or some function uses `func_addr`/`symbol` on it) and neither the mode
+//! (`aliases`), the user (`--addresses-insignificant`) nor G (`unnamed_addr`) says
+//! addresses do not matter:
+//!
+//! | G's linkage               | G's address significant | action |
+//! |---------------------------|-------------------------|--------|
+//! | Local                     | no                      | erased: every call and address use of G goes to F |
+//! | Local                     | yes                     | thunk (a local symbol that jumps to F) |
+//! | Hidden, Export            | no                      | alias where the object format has aliases, else thunk |
+//! | Hidden, Export            | yes                     | thunk |
+//! | Preemptible               | no / yes                | alias (weak) / thunk (weak), as above |
+//!
+//! Direct calls to G are redirected to F unless G is preemptible (it may be replaced at
+//! link time, and the call must follow the replacement). When F itself is preemptible
+//! (every member is), the shared body moves into a new local function and every name,
+//! F's included, becomes an alias or thunk to it. A thunk whose target body is no larger
+//! than the thunk is written as a copy of the body instead, at emission, where sizes are
+//! known.
+
+use std::cmp::Reverse;
+
+use cranelift_entity::SecondaryMap;
+
+use super::module::{FuncIndex, Linkage, Module};
+use super::plan::{Action, Body, FoundBy, Group, MergePlan};
+use super::{MergeMode, MergeOptions};
+use crate::target::TargetInfo;
+
+/// The key that chooses the kept function: smallest wins.
+fn keep_rank(module: &Module, f: FuncIndex) -> impl Ord + '_ {
+    let m = module.get(f);
+    let strong = m.linkage != Linkage::Preemptible;
+    let external = m.linkage != Linkage::Local;
+    (Reverse(strong), Reverse(external), &m.name)
+}
+
+/// Build the plan for `groups` (each a set of equal functions).
+pub(crate) fn plan_groups(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    groups: Vec<(Vec<FuncIndex>, FoundBy)>,
+) -> MergePlan {
+    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for f in module.indices() {
+        for a in module.references(f).addresses {
+            address_used[a] = true;
+        }
+    }
+    let significant = |g: FuncIndex| {
+        let m = module.get(g);
+        let taken = m.linkage != Linkage::Local || address_used[g];
+        taken
+            && !(options.mode == MergeMode::Aliases
+                || options.addresses_insignificant
+                || m.unnamed_addr)
+    };
+    let name_only = |g: FuncIndex| {
+        if significant(g) || !target.supports_aliases() {
+            Action::Thunk
+        } else {
+            Action::Alias
+        }
+    };
+
+    let mut plan = MergePlan::default();
+    let mut groups: Vec<Group> = groups
+        .into_iter()
+        .map(|(members, found_by)| {
+            let kept = *members
+                .iter()
+                .min_by_key(|&&f| keep_rank(module, f))
+                .expect("a group has members");
+            let shared = module.get(kept).linkage == Linkage::Preemptible;
+            let mut folded: Vec<(FuncIndex, Action)> = members
+                .iter()
+                .filter(|&&g| g != kept)
+                .map(|&g| {
+                    let action = if module.get(g).linkage == Linkage::Local && !significant(g) {
+                        Action::Erased
+                    } else {
+                        name_only(g)
+                    };
+                    (g, action)
+                })
+                .collect();
+            folded.sort_by(|a, b| module.get(a.0).name.cmp(&module.get(b.0).name));
+            let body = if shared {
+                Body::SharedLocal {
+                    symbol: shared_body_symbol(&module.get(kept).name),
+                }
+            } else {
+                Body::Kept
+            };
+            Group {
+                kept,
+                body,
+                folded,
+                found_by,
+            }
+        })
+        .collect();
+    groups.sort_by(|a, b| module.get(a.kept).name.cmp(&module.get(b.kept).name));
+
+    for (i, group) in groups.iter().enumerate() {
+        plan.group_of[group.kept] = Some(i as u32);
+        if matches!(group.body, Body::SharedLocal { .. }) {
+            plan.actions[group.kept] = name_only(group.kept);
+        }
+        for &(g, action) in &group.folded {
+            plan.group_of[g] = Some(i as u32);
+            plan.actions[g] = action;
+            if module.get(g).linkage != Linkage::Preemptible {
+                plan.redirects[g] = Some(group.kept);
+            }
+        }
+    }
+    plan.groups = groups;
+    plan
+}
+
+/// The symbol of the local body shared by a group whose kept function is preemptible:
+/// `clif_merge_body_` and the kept symbol with every character that is not a letter, digit
+/// or `_` made `_` (so it is also a valid CLIF test-case name).
+pub fn shared_body_symbol(kept: &crate::names::FuncName) -> String {
+    let sanitized: String = kept
+        .symbol()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("clif_merge_body_{sanitized}")
+}
