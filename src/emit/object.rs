@@ -185,21 +185,21 @@ pub fn emit_object(
     // Declare every symbol the object defines, in module order.
     let mut defs: Vec<(FuncIndex, FuncId, Definition)> = Vec::new();
     let mut body_of_group: HashMap<FuncIndex, FuncId> = HashMap::new();
+    // Group bodies first: a folded function may come before its kept one.
+    for group in plan.groups() {
+        let m = module.get(group.kept);
+        let body = match &group.body {
+            Body::Kept => declare(&mut object, &m.name.symbol(), m.linkage, &m.func.signature)?,
+            Body::SharedLocal { symbol } => {
+                declare(&mut object, symbol, Linkage::Local, &m.func.signature)?
+            }
+        };
+        body_of_group.insert(group.kept, body);
+    }
     for (f, m) in module.iter() {
         let symbol = m.name.symbol();
         let group = plan.group_of(f);
         let action = plan.action(f);
-        if let Some(g) = group {
-            if g.kept == f {
-                let body = match &g.body {
-                    Body::Kept => declare(&mut object, &symbol, m.linkage, &m.func.signature)?,
-                    Body::SharedLocal { symbol } => {
-                        declare(&mut object, symbol, Linkage::Local, &m.func.signature)?
-                    }
-                };
-                body_of_group.insert(f, body);
-            }
-        }
         match action {
             Action::Keep => {
                 let id = match body_of_group.get(&f) {
