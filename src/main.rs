@@ -66,6 +66,10 @@ struct Cli {
     #[arg(long)]
     function_sections: bool,
 
+    /// Do not fold bodies that compile to the same machine code (only IR-level folding).
+    #[arg(long)]
+    no_code_folding: bool,
+
     /// Write thunks as compiled CLIF calls instead of a single jump.
     #[arg(long, hide = true)]
     clif_thunks: bool,
@@ -282,9 +286,10 @@ fn run(cli: &Cli) -> Result<(), String> {
         let emit_options = EmitOptions {
             per_function_section: cli.function_sections,
             clif_thunks: cli.clif_thunks,
+            fold_machine_code: !cli.no_code_folding,
         };
         let (bytes, summary) =
-            emit_object(&module, &plan, isa, &emit_options).map_err(|e| e.to_string())?;
+            emit_object(&module, &plan, isa, &options, &emit_options).map_err(|e| e.to_string())?;
         object_bytes = Some(bytes);
         emitted = Some(summary);
     }
@@ -311,7 +316,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         target.triple().to_string(),
         cli.merge_functions.clone(),
         &module,
-        &plan,
+        emitted.as_ref().map_or(&plan, |e| &e.plan),
         emitted.as_ref(),
         timings,
     );

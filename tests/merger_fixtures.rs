@@ -75,7 +75,8 @@ fn build(fx: &Fixture, reverse: bool) -> Module {
         let name = FuncName::of_function(&func).to_string();
         let linkage = directives(&fx.text)
             .into_iter()
-            .filter(|(k, v)| k == "linkage" && v[0] == name)
+            .rev()
+            .find(|(k, v)| k == "linkage" && v[0] == name)
             .map(|(_, v)| match v[1].as_str() {
                 "local" => Linkage::Local,
                 "hidden" => Linkage::Hidden,
@@ -83,7 +84,6 @@ fn build(fx: &Fixture, reverse: bool) -> Module {
                 "preemptible" => Linkage::Preemptible,
                 other => panic!("{}: unknown linkage {other}", fx.path),
             })
-            .last()
             .unwrap_or(Linkage::Export);
         module.add(func, linkage, false).unwrap();
     }
@@ -97,7 +97,10 @@ fn index(module: &Module, fx: &Fixture, name: &str) -> clif_merge::FuncIndex {
 }
 
 /// Groups as (kept name, sorted folded names with actions, found_by), sorted.
-fn summary(module: &Module, plan: &MergePlan) -> Vec<(String, Vec<(String, Action)>, FoundBy)> {
+/// A group as (kept name, folded names with actions, how it was found).
+type GroupSummary = (String, Vec<(String, Action)>, FoundBy);
+
+fn summary(module: &Module, plan: &MergePlan) -> Vec<GroupSummary> {
     let mut groups: Vec<_> = plan
         .groups()
         .iter()

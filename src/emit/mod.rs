@@ -1,10 +1,16 @@
 //! Emission: the merged module compiled and written as an object file.
 //!
-//! - [`object`]: compile kept functions, define thunks, point aliases, write the object;
+//! - [`compile`]: compile the bodies a plan keeps, with names of our own;
+//! - [`define`]: declare and define a plan in any `cranelift_module::Module`;
+//! - [`object`]: an object file (aliases pointed after `finish()`);
+//! - [`jit`]: a `JITModule`, every name callable;
 //! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF).
 
 pub mod clif;
+pub mod compile;
+pub mod define;
+pub mod jit;
 pub mod object;
 pub mod thunk;
 

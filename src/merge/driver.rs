@@ -282,12 +282,30 @@ fn refine_cycles(
         callees[f] = calls.recorded.into_inner();
         by_shape.entry((facts.hash[f], tokens)).or_default().push(f);
     }
-    let mut groups: Vec<Vec<FuncIndex>> = by_shape.into_values().filter(|g| g.len() > 1).collect();
+    let groups: Vec<Vec<FuncIndex>> = by_shape.into_values().filter(|g| g.len() > 1).collect();
     if groups.is_empty() {
         return;
     }
 
-    // The class of a function during refinement: its group, or itself when in none.
+    let groups = refine_partition(groups, &callees, |f| classes.root[f]);
+    for g in groups {
+        for &f in &g[1..] {
+            classes.union(g[0], f, FoundBy::Cycle);
+        }
+    }
+}
+
+/// Optimistic partition refinement, the heart of lld's ICF: split every group until the
+/// members of each group call, position by position, callees whose representatives are in
+/// one group (or are one function outside every group). `representative` maps a callee to
+/// the function that stands for it (its class root, or the body that runs when it is
+/// called). Groups of one are dropped. Deterministic: parts are ordered by their callee
+/// signature, members keep their order.
+pub(crate) fn refine_partition(
+    mut groups: Vec<Vec<FuncIndex>>,
+    callees: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    representative: impl Fn(FuncIndex) -> FuncIndex,
+) -> Vec<Vec<FuncIndex>> {
     const OUTSIDE: u64 = 1 << 32;
     let mut group_id: SecondaryMap<FuncIndex, u64> = SecondaryMap::new();
     let assign = |groups: &Vec<Vec<FuncIndex>>, group_id: &mut SecondaryMap<FuncIndex, u64>| {
@@ -297,10 +315,11 @@ fn refine_cycles(
             }
         }
     };
+    groups.retain(|g| g.len() > 1);
     assign(&groups, &mut group_id);
     loop {
-        let class_of = |f: FuncIndex, group_id: &SecondaryMap<FuncIndex, u64>| {
-            let r = classes.root[f];
+        let class_of = |f: FuncIndex| {
+            let r = representative(f);
             match group_id[r] {
                 0 => OUTSIDE | u64::from(r.as_u32()),
                 id => id,
@@ -311,15 +330,14 @@ fn refine_cycles(
         for g in &groups {
             let mut parts: BTreeMap<Vec<u64>, Vec<FuncIndex>> = BTreeMap::new();
             for &f in g {
-                let signature: Vec<u64> =
-                    callees[f].iter().map(|&c| class_of(c, &group_id)).collect();
+                let signature: Vec<u64> = callees[f].iter().map(|&c| class_of(c)).collect();
                 parts.entry(signature).or_default().push(f);
             }
             split |= parts.len() > 1;
             next.extend(parts.into_values().filter(|p| p.len() > 1));
         }
         if !split {
-            break;
+            return groups;
         }
         for g in &groups {
             for &f in g {
@@ -328,10 +346,5 @@ fn refine_cycles(
         }
         groups = next;
         assign(&groups, &mut group_id);
-    }
-    for g in groups {
-        for &f in &g[1..] {
-            classes.union(g[0], f, FoundBy::Cycle);
-        }
     }
 }

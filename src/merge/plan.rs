@@ -57,6 +57,8 @@ pub enum FoundBy {
     Tree,
     /// Class refinement over the call graph (mutually recursive cycles).
     Cycle,
+    /// Machine-code folding after code generation: different IR, the same code.
+    Code,
 }
 
 /// A group of equal functions sharing one body.

@@ -1,0 +1,197 @@
+//! Compiling the bodies a plan keeps, before any object or JIT module exists.
+//!
+//! Every name a body refers to is first given a symbol number of our own (namespace 0 for
+//! functions, 1 for data), so that compiled code can be compared, folded at the machine
+//! level and only then defined in an `ObjectModule` or a `JITModule`, whose own ids are
+//! assigned in the final order. Bodies compile in parallel (rayon); the results are keyed
+//! by function, so the output does not depend on the thread count.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_module::{FuncId, ModuleReloc};
+use rayon::prelude::*;
+
+use super::clif::redirected;
+use super::EmitError;
+use crate::merge::{FuncIndex, MergePlan, Module};
+use crate::names::FuncName;
+
+/// Namespace of function symbols in compiled relocations.
+pub const FUNCTION_NAMESPACE: u32 = 0;
+/// Namespace of data symbols in compiled relocations.
+pub const DATA_NAMESPACE: u32 = 1;
+
+/// The names compiled code refers to, numbered.
+#[derive(Default, Debug)]
+pub struct SymbolTable {
+    functions: Vec<FuncName>,
+    function_index: HashMap<FuncName, u32>,
+    data: Vec<(FuncName, bool)>,
+    data_index: HashMap<FuncName, u32>,
+    /// The signature each function name is called with (first use in module order).
+    pub signatures: HashMap<FuncName, ir::Signature>,
+}
+
+impl SymbolTable {
+    fn function(&mut self, name: &FuncName) -> u32 {
+        if let Some(&i) = self.function_index.get(name) {
+            return i;
+        }
+        let i = self.functions.len() as u32;
+        self.functions.push(name.clone());
+        self.function_index.insert(name.clone(), i);
+        i
+    }
+
+    fn data(&mut self, name: &FuncName, tls: bool) -> u32 {
+        if let Some(&i) = self.data_index.get(name) {
+            return i;
+        }
+        let i = self.data.len() as u32;
+        self.data.push((name.clone(), tls));
+        self.data_index.insert(name.clone(), i);
+        i
+    }
+
+    /// The function name of symbol `i`.
+    pub fn function_name(&self, i: u32) -> &FuncName {
+        &self.functions[i as usize]
+    }
+
+    /// Every function name, in the order first referred to.
+    pub fn function_names(&self) -> &[FuncName] {
+        &self.functions
+    }
+
+    /// Every data name with its `tls` flag, in the order first referred to.
+    pub fn data_names(&self) -> &[(FuncName, bool)] {
+        &self.data
+    }
+}
+
+/// The machine code of one body.
+#[derive(Clone)]
+pub struct CompiledBody {
+    /// The code.
+    pub bytes: Vec<u8>,
+    /// Its alignment.
+    pub alignment: u64,
+    /// Relocations: `User { namespace, index }` names a symbol of the [`SymbolTable`];
+    /// `FunctionOffset` is an offset inside this body.
+    pub relocs: Vec<ModuleReloc>,
+}
+
+/// Compiled bodies and the names they refer to.
+#[derive(Default)]
+pub struct Compiled {
+    /// The names.
+    pub symbols: SymbolTable,
+    /// The code of each compiled function (the kept function of a group, or a function in
+    /// no group).
+    pub bodies: HashMap<FuncIndex, CompiledBody>,
+    /// Seconds spent.
+    pub seconds: f64,
+}
+
+/// Compile every function whose body the plan keeps.
+pub fn compile_bodies(
+    module: &Module,
+    plan: &MergePlan,
+    isa: &dyn TargetIsa,
+) -> Result<Compiled, EmitError> {
+    let start = std::time::Instant::now();
+    let mut compiled = Compiled::default();
+    // Names called as functions anywhere are functions; other symbol names are data.
+    let mut called: BTreeSet<FuncName> = BTreeSet::new();
+    for (_, m) in module.iter() {
+        called.insert(m.name.clone());
+        for ext in m.func.dfg.ext_funcs.values() {
+            called.insert(FuncName::of_external(&m.func, &ext.name));
+        }
+    }
+    let mut jobs: Vec<(FuncIndex, ir::Function)> = Vec::new();
+    for (f, m) in module.iter() {
+        compiled
+            .symbols
+            .signatures
+            .entry(m.name.clone())
+            .or_insert_with(|| m.func.signature.clone());
+        let kept = plan.group_of(f).is_none_or(|g| g.kept == f);
+        if kept {
+            let func = symbolized(redirected(module, plan, f), &called, &mut compiled.symbols);
+            jobs.push((f, func));
+        }
+    }
+    let results: Result<Vec<(FuncIndex, CompiledBody)>, EmitError> = jobs
+        .into_par_iter()
+        .map(|(f, func)| {
+            compile_one(isa, func)
+                .map(|b| (f, b))
+                .map_err(|message| EmitError::Codegen {
+                    function: module.get(f).name.to_string(),
+                    message,
+                })
+        })
+        .collect();
+    compiled.bodies = results?.into_iter().collect();
+    compiled.seconds = start.elapsed().as_secs_f64();
+    Ok(compiled)
+}
+
+/// `func` with every external name replaced by its symbol number.
+fn symbolized(
+    mut func: ir::Function,
+    called: &BTreeSet<FuncName>,
+    symbols: &mut SymbolTable,
+) -> ir::Function {
+    let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
+    for fref in refs {
+        let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
+        let sig = func.dfg.signatures[func.dfg.ext_funcs[fref].signature].clone();
+        symbols.signatures.entry(name.clone()).or_insert(sig);
+        let index = symbols.function(&name);
+        let user = func
+            .params
+            .ensure_user_func_name(UserExternalName::new(FUNCTION_NAMESPACE, index));
+        func.dfg.ext_funcs[fref].name = ExternalName::User(user);
+    }
+    let gvs: Vec<ir::GlobalValue> = func.global_values.keys().collect();
+    for gv in gvs {
+        let GlobalValueData::Symbol { name, tls, .. } = &func.global_values[gv] else {
+            continue;
+        };
+        let resolved = FuncName::of_external(&func, name);
+        let user_name = if called.contains(&resolved) {
+            UserExternalName::new(FUNCTION_NAMESPACE, symbols.function(&resolved))
+        } else {
+            UserExternalName::new(DATA_NAMESPACE, symbols.data(&resolved, *tls))
+        };
+        let user = func.params.ensure_user_func_name(user_name);
+        if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
+            *name = ExternalName::User(user);
+        }
+    }
+    func
+}
+
+fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
+    let mut ctx = cranelift_codegen::Context::for_function(func);
+    ctx.compile(isa, &mut ControlPlane::default())
+        .map_err(|e| format!("{:?}", e.inner))?;
+    let code = ctx.compiled_code().expect("compiled above");
+    // `FunctionOffset` relocations name this placeholder id; definition replaces it.
+    let placeholder = FuncId::from_u32(u32::MAX);
+    Ok(CompiledBody {
+        bytes: code.buffer.data().to_vec(),
+        alignment: u64::from(code.buffer.alignment),
+        relocs: code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
+            .collect(),
+    })
+}

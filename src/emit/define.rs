@@ -1,0 +1,271 @@
+//! Defining a plan's functions in any `cranelift_module::Module` (object or JIT).
+//!
+//! Declarations come first, in a fixed order (group bodies by kept name, then every
+//! function in module order, then imports in order of first reference), then definitions
+//! in module order, so the result does not depend on how bodies were compiled.
+//!
+//! Relocations of compiled bodies are renamed from our symbol numbers to the module's
+//! ids here, following the final plan: a call to a function whose calls are redirected
+//! goes to its group's body, and any reference to an erased function does too.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir;
+use cranelift_module::{
+    DataId, FuncId, Linkage as ModuleLinkage, Module as CraneliftModule, ModuleReloc,
+    ModuleRelocTarget,
+};
+
+use super::compile::{Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
+use super::thunk::{clif_thunk, jump_thunk};
+use super::{EmitError, EmitOptions, EmitSummary};
+use crate::merge::code_fold::is_call_reloc;
+use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
+use crate::names::FuncName;
+use crate::target::TargetInfo;
+
+/// How aliases are realised.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AliasStyle {
+    /// Declared as an import, pointed at the body's symbol after `finish()` (objects).
+    PatchedSymbol,
+    /// Not declared: the name resolves to the body's id (JIT).
+    BodyId,
+}
+
+/// What was defined.
+pub struct Defined {
+    /// For every module function name: the id whose code runs when it is called (its own
+    /// symbol, or the body for aliases under [`AliasStyle::BodyId`] and erased names).
+    pub ids: HashMap<FuncName, FuncId>,
+    /// Aliases to point after `finish()`: (function, alias symbol id, body id).
+    pub aliases: Vec<(FuncIndex, FuncId, FuncId)>,
+    /// Counts.
+    pub summary: EmitSummary,
+}
+
+/// Declare and define everything `plan` asks for in `m`.
+pub fn define_all<M: CraneliftModule>(
+    m: &mut M,
+    module: &Module,
+    plan: &MergePlan,
+    compiled: &Compiled,
+    options: &EmitOptions,
+    style: AliasStyle,
+) -> Result<Defined, EmitError> {
+    let arch = m.isa().triple().architecture;
+    let frontend = m.isa().frontend_config();
+    let jump_size = TargetInfo::new(m.isa().triple().clone())
+        .ok()
+        .and_then(|t| t.jump_thunk_size())
+        .map_or(0, u64::from);
+
+    // Declarations.
+    let mut body_id: HashMap<FuncIndex, FuncId> = HashMap::new();
+    for group in plan.groups() {
+        let k = module.get(group.kept);
+        let id = match &group.body {
+            Body::Kept => declare(m, &k.name.symbol(), k.linkage, &k.func.signature)?,
+            Body::SharedLocal { symbol } => declare(m, symbol, Linkage::Local, &k.func.signature)?,
+        };
+        body_id.insert(group.kept, id);
+    }
+    let mut own_id: HashMap<FuncIndex, FuncId> = HashMap::new();
+    let mut aliases = Vec::new();
+    for (f, mf) in module.iter() {
+        let body = plan.group_of(f).map(|g| body_id[&g.kept]);
+        let id = match plan.action(f) {
+            Action::Keep => match body {
+                Some(b) => b,
+                None => declare(m, &mf.name.symbol(), mf.linkage, &mf.func.signature)?,
+            },
+            Action::Erased => continue,
+            Action::Thunk => declare(m, &mf.name.symbol(), mf.linkage, &mf.func.signature)?,
+            Action::Alias => {
+                let body = body.expect("an alias has a group");
+                match style {
+                    AliasStyle::BodyId => body,
+                    AliasStyle::PatchedSymbol => {
+                        let id =
+                            declare(m, &mf.name.symbol(), Linkage::Import, &mf.func.signature)?;
+                        aliases.push((f, id, body));
+                        id
+                    }
+                }
+            }
+        };
+        own_id.insert(f, id);
+    }
+    let mut import_id: HashMap<u32, FuncId> = HashMap::new();
+    for (i, name) in compiled.symbols.function_names().iter().enumerate() {
+        if module.lookup(name).is_none() {
+            let sig = &compiled.symbols.signatures[name];
+            import_id.insert(i as u32, declare(m, &name.symbol(), Linkage::Import, sig)?);
+        }
+    }
+    let mut data_id: Vec<DataId> = Vec::new();
+    for (name, tls) in compiled.symbols.data_names() {
+        let id = m
+            .declare_data(&name.symbol(), ModuleLinkage::Import, false, *tls)
+            .map_err(|e| module_error(format!("declaring data {name}"), e))?;
+        data_id.push(id);
+    }
+
+    // What a symbol number resolves to.
+    let group_body = |g: FuncIndex| plan.group_of(g).map(|grp| body_id[&grp.kept]);
+    let resolve = |sym: u32, call: bool| -> Option<FuncId> {
+        let name = compiled.symbols.function_name(sym);
+        match module.lookup(name) {
+            None => import_id.get(&sym).copied(),
+            Some(g) => match plan.action(g) {
+                Action::Erased => group_body(g),
+                _ if call && plan.redirect(g).is_some() => group_body(g),
+                _ => own_id.get(&g).copied(),
+            },
+        }
+    };
+    let rename = |body: &CompiledBody, own: FuncId| -> Result<Vec<ModuleReloc>, EmitError> {
+        body.relocs
+            .iter()
+            .map(|r| {
+                let name = match r.name.clone() {
+                    ModuleRelocTarget::User { namespace, index }
+                        if namespace == FUNCTION_NAMESPACE =>
+                    {
+                        let id = resolve(index, is_call_reloc(r.kind)).ok_or_else(|| {
+                            EmitError::Object(format!(
+                                "no symbol for {}",
+                                compiled.symbols.function_name(index)
+                            ))
+                        })?;
+                        ModuleRelocTarget::user(FUNCTION_NAMESPACE, id.as_u32())
+                    }
+                    ModuleRelocTarget::User { namespace, index } if namespace == DATA_NAMESPACE => {
+                        ModuleRelocTarget::user(DATA_NAMESPACE, data_id[index as usize].as_u32())
+                    }
+                    ModuleRelocTarget::FunctionOffset(_, offset) => {
+                        ModuleRelocTarget::FunctionOffset(own, offset)
+                    }
+                    other => other,
+                };
+                Ok(ModuleReloc { name, ..r.clone() })
+            })
+            .collect()
+    };
+
+    // What to define for each function, in module order.
+    enum Job<'c> {
+        Code(&'c CompiledBody),
+        Copy(&'c CompiledBody),
+        Jump(super::thunk::JumpThunk),
+        Clif(FuncId),
+    }
+    let mut jobs: Vec<(FuncIndex, FuncId, Job)> = Vec::new();
+    let mut summary = EmitSummary::default();
+    for f in module.indices() {
+        let group = plan.group_of(f);
+        if let Some(g) = group.filter(|g| g.kept == f) {
+            jobs.push((f, body_id[&f], Job::Code(&compiled.bodies[&f])));
+            if matches!(g.body, Body::Kept) {
+                continue;
+            }
+        }
+        match plan.action(f) {
+            Action::Keep => jobs.push((f, own_id[&f], Job::Code(&compiled.bodies[&f]))),
+            Action::Erased => {}
+            Action::Alias => summary.aliases += 1,
+            Action::Thunk => {
+                let kept = group.expect("a thunk has a group").kept;
+                let body = body_id[&kept];
+                let code = &compiled.bodies[&kept];
+                let job = match jump_thunk(arch, body).filter(|_| !options.clif_thunks) {
+                    // The body is no larger than a jump: a copy costs nothing more.
+                    Some(_) if code.bytes.len() as u64 <= jump_size => Job::Copy(code),
+                    Some(jump) => Job::Jump(jump),
+                    None => Job::Clif(body),
+                };
+                jobs.push((f, own_id[&f], job));
+            }
+        }
+    }
+    // Most aligned first, so that padding is only needed between those: deterministic, and
+    // the text is never larger than in module order.
+    let alignment = |job: &Job| match job {
+        Job::Code(c) | Job::Copy(c) => c.alignment,
+        Job::Jump(j) => j.alignment,
+        Job::Clif(_) => 16,
+    };
+    jobs.sort_by_key(|(_, _, job)| std::cmp::Reverse(alignment(job)));
+    for (f, id, job) in jobs {
+        let mf = module.get(f);
+        let context = || format!("defining {}", mf.name);
+        match job {
+            Job::Code(code) | Job::Copy(code) => {
+                m.define_function_bytes(id, code.alignment, &code.bytes, &rename(code, id)?)
+                    .map_err(|e| module_error(context(), e))?;
+                if matches!(job, Job::Copy(_)) {
+                    summary.copied.push(f);
+                } else {
+                    summary.compiled += 1;
+                }
+            }
+            Job::Jump(thunk) => {
+                m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &[thunk.reloc])
+                    .map_err(|e| module_error(context(), e))?;
+                summary.thunks += 1;
+            }
+            Job::Clif(body) => {
+                let func = clif_thunk(
+                    &FuncName::User {
+                        namespace: 0,
+                        index: id.as_u32(),
+                    },
+                    &mf.func.signature,
+                    &FuncName::User {
+                        namespace: 0,
+                        index: body.as_u32(),
+                    },
+                    frontend,
+                );
+                let mut ctx = cranelift_codegen::Context::for_function(func);
+                m.define_function(id, &mut ctx)
+                    .map_err(|e| module_error(context(), e))?;
+                summary.thunks += 1;
+            }
+        }
+    }
+    let mut ids: HashMap<FuncName, FuncId> = own_id
+        .iter()
+        .map(|(&f, &id)| (module.get(f).name.clone(), id))
+        .collect();
+    for (f, mf) in module.iter() {
+        if plan.action(f) == Action::Erased {
+            ids.insert(
+                mf.name.clone(),
+                group_body(f).expect("erased functions have a group"),
+            );
+        }
+    }
+    Ok(Defined {
+        ids,
+        aliases,
+        summary,
+    })
+}
+
+fn module_error(context: String, e: cranelift_module::ModuleError) -> EmitError {
+    EmitError::Module {
+        context,
+        source: Box::new(e),
+    }
+}
+
+fn declare<M: CraneliftModule>(
+    m: &mut M,
+    name: &str,
+    linkage: Linkage,
+    signature: &ir::Signature,
+) -> Result<FuncId, EmitError> {
+    m.declare_function(name, linkage, signature)
+        .map_err(|e| module_error(format!("declaring {name}"), e))
+}

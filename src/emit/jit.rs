@@ -1,0 +1,101 @@
+//! Running a merged module in this process with cranelift-jit.
+//!
+//! The same plan as for an object: kept bodies compiled once, thunks where addresses must
+//! differ, erased functions gone. A JIT has no symbol aliases, so an alias resolves to its
+//! body's id: asking for an alias's pointer gives the kept function's code.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId};
+
+use super::compile::compile_bodies;
+use super::define::{define_all, AliasStyle};
+use super::{EmitError, EmitOptions, EmitSummary};
+use crate::merge::{fold_machine_code, MergeOptions, MergePlan, Module};
+use crate::names::FuncName;
+use crate::target::TargetInfo;
+
+/// A merged module compiled into executable memory.
+pub struct JitFunctions {
+    module: JITModule,
+    ids: HashMap<FuncName, FuncId>,
+    /// What was defined; `summary.plan` is the final plan.
+    pub summary: EmitSummary,
+}
+
+impl JitFunctions {
+    /// The code to call for `name`, or `None` when the module has no such function.
+    ///
+    /// Cast it to the function's type with `std::mem::transmute`; calling it is `unsafe`
+    /// and must match the function's signature and calling convention.
+    pub fn pointer(&self, name: &FuncName) -> Option<*const u8> {
+        self.ids
+            .get(name)
+            .map(|&id| self.module.get_finalized_function(id))
+    }
+}
+
+/// Compile `plan` for the host into executable memory. `symbols` resolves functions the
+/// module calls but does not define.
+pub fn emit_jit(
+    module: &Module,
+    plan: &MergePlan,
+    merge_options: &MergeOptions,
+    options: &EmitOptions,
+    symbols: impl IntoIterator<Item = (String, *const u8)>,
+) -> Result<JitFunctions, EmitError> {
+    let host = TargetInfo::host();
+    let unsupported = |reason: String| EmitError::UnsupportedTarget {
+        target: host.triple().to_string(),
+        reason,
+    };
+    let mut flags = settings::builder();
+    for (name, value) in [("is_pic", "false"), ("preserve_frame_pointers", "true")] {
+        flags
+            .set(name, value)
+            .map_err(|e| unsupported(e.to_string()))?;
+    }
+    let isa = cranelift_native::builder()
+        .map_err(|e| unsupported(e.to_string()))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| unsupported(e.to_string()))?;
+    let compiled = compile_bodies(module, plan, &*isa)?;
+    let final_plan = if options.fold_machine_code {
+        let same_signature_only = options.clif_thunks || host.jump_thunk_size().is_none();
+        fold_machine_code(
+            module,
+            &host,
+            merge_options,
+            plan,
+            &compiled,
+            same_signature_only,
+        )
+    } else {
+        plan.clone()
+    };
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    builder.symbols(symbols);
+    let mut jit = JITModule::new(builder);
+    let defined = define_all(
+        &mut jit,
+        module,
+        &final_plan,
+        &compiled,
+        options,
+        AliasStyle::BodyId,
+    )?;
+    jit.finalize_definitions().map_err(|e| EmitError::Module {
+        context: "finalizing the JIT module".into(),
+        source: Box::new(e),
+    })?;
+    let mut summary = defined.summary;
+    summary.codegen_s = compiled.seconds;
+    summary.plan = final_plan;
+    Ok(JitFunctions {
+        module: jit,
+        ids: defined.ids,
+        summary,
+    })
+}

@@ -1,0 +1,103 @@
+//! Machine-code folding: what the IR comparator keeps apart but the linker would fold.
+//!
+//! Some functions differ in their IR yet compile to the same machine code: a parameter
+//! nobody reads (`(i64, i64)` and `(i64, i64, i32)` under the same convention), alias
+//! regions that only steer optimization, callers of such functions. The comparator keeps
+//! them apart, rightly at the IR level (the seeds' rule: when unsure, different). After
+//! code generation the question is simpler and exact: two bodies whose bytes are the same
+//! and whose relocations name the same symbols behave the same for every caller, which is
+//! why linkers fold them (lld's `--icf=all`). This pass does the same, so that clif-merge
+//! folds everything ICF would and then some (it also removes the callers' thunks and never
+//! compiled the IR-level duplicates).
+//!
+//! Bodies are grouped by (alignment, bytes, relocations), where a relocation that *calls* a
+//! module function that may be redirected names only a placeholder; the groups are then
+//! refined over the call graph exactly as the cycle phase does ([`refine_partition`]),
+//! comparing the bodies that those calls reach. Relocations that take an address (anything
+//! but a call relocation) name their symbol exactly: an address is observable. Calls to
+//! preemptible functions and imports name their symbol too.
+
+use std::collections::BTreeMap;
+
+use cranelift_codegen::binemit::Reloc;
+use cranelift_entity::SecondaryMap;
+use cranelift_module::ModuleRelocTarget;
+
+use super::driver::refine_partition;
+use super::module::{FuncIndex, Linkage, Module};
+use super::plan::{FoundBy, MergePlan};
+use crate::emit::compile::{Compiled, FUNCTION_NAMESPACE};
+
+/// Whether a relocation of this kind is a direct call (its target is only jumped to).
+pub fn is_call_reloc(kind: Reloc) -> bool {
+    matches!(
+        kind,
+        Reloc::X86CallPCRel4 | Reloc::X86CallPLTRel4 | Reloc::Arm64Call
+    )
+}
+
+/// Groups of functions (each a whole IR group, listed by all its members) whose bodies
+/// compile to the same code. Only groups that join more than one body are returned.
+pub fn fold_compiled(
+    module: &Module,
+    plan: &MergePlan,
+    compiled: &Compiled,
+    same_signature_only: bool,
+) -> Vec<(Vec<FuncIndex>, FoundBy)> {
+    // The body that runs when `f` is called.
+    let body_of = |f: FuncIndex| plan.group_of(f).map_or(f, |g| g.kept);
+    let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
+    let mut by_code: BTreeMap<Vec<u8>, Vec<FuncIndex>> = BTreeMap::new();
+    let mut owners: Vec<FuncIndex> = compiled.bodies.keys().copied().collect();
+    owners.sort_unstable();
+    for owner in owners {
+        let body = &compiled.bodies[&owner];
+        let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
+        if same_signature_only {
+            key.extend(format!("{}", module.get(owner).func.signature).as_bytes());
+            key.push(0);
+        }
+        key.extend(body.alignment.to_le_bytes());
+        key.extend((body.bytes.len() as u64).to_le_bytes());
+        key.extend(&body.bytes);
+        for r in &body.relocs {
+            key.extend(r.offset.to_le_bytes());
+            key.extend(r.addend.to_le_bytes());
+            key.extend(format!("{:?}|", r.kind).as_bytes());
+            let callee = match r.name.clone() {
+                ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
+                    let name = compiled.symbols.function_name(index);
+                    module.lookup(name).filter(|&g| {
+                        is_call_reloc(r.kind) && module.get(g).linkage != Linkage::Preemptible
+                    })
+                }
+                _ => None,
+            };
+            match callee {
+                Some(g) => {
+                    key.extend(b"call|");
+                    callees[owner].push(g);
+                }
+                None => key.extend(format!("{:?}|", r.name).as_bytes()),
+            }
+        }
+        by_code.entry(key).or_default().push(owner);
+    }
+    let groups: Vec<Vec<FuncIndex>> = by_code.into_values().filter(|g| g.len() > 1).collect();
+    refine_partition(groups, &callees, body_of)
+        .into_iter()
+        .map(|bodies| {
+            let mut members: Vec<FuncIndex> = bodies
+                .iter()
+                .flat_map(|&b| match plan.group_of(b) {
+                    Some(g) => std::iter::once(g.kept)
+                        .chain(g.folded.iter().map(|&(f, _)| f))
+                        .collect::<Vec<_>>(),
+                    None => vec![b],
+                })
+                .collect();
+            members.sort_unstable();
+            (members, FoundBy::Code)
+        })
+        .collect()
+}
