@@ -1,0 +1,442 @@
+//! Emission: the objects clif-merge writes, read back by objdump and the object crate,
+//! linked with a C program and run, and the same module run through cranelift-jit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clif_merge::emit::jit::emit_jit;
+use clif_merge::emit::{build_isa, emit_object, EmitOptions, EmitSummary};
+use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
+use clif_merge::{FuncName, TargetInfo};
+use cranelift_object::object::{self, Object as _, ObjectSection as _, ObjectSymbol as _};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn example_module(linkages: &[(&str, Linkage)]) -> Module {
+    let text = std::fs::read_to_string(root().join("fixtures/example.clif")).unwrap();
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(&text, "example.clif").unwrap() {
+        let name = FuncName::of_function(&p.func).to_string();
+        let linkage = linkages
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Linkage::Export, |&(_, l)| l);
+        module.add(p.func, linkage, false).unwrap();
+    }
+    module
+}
+
+fn options(mode: MergeMode) -> MergeOptions {
+    MergeOptions {
+        mode,
+        ..Default::default()
+    }
+}
+
+fn object_for(
+    module: &Module,
+    triple: &str,
+    mode: MergeMode,
+    emit: &EmitOptions,
+) -> (Vec<u8>, EmitSummary) {
+    let target = TargetInfo::from_triple_str(triple).unwrap();
+    let settings = [("is_pic".to_string(), "true".to_string())];
+    let isa = build_isa(&target, &settings).unwrap();
+    let plan = clif_merge::merge(module, &target, &options(mode));
+    emit_object(module, &plan, isa, &options(mode), emit).unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// (name, address, size) of every defined function symbol.
+fn symbols(bytes: &[u8]) -> Vec<(String, u64, u64)> {
+    let file = object::File::parse(bytes).unwrap();
+    file.symbols()
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+        .map(|s| {
+            (
+                s.name().unwrap().trim_start_matches('_').to_string(),
+                s.address(),
+                s.size(),
+            )
+        })
+        .collect()
+}
+
+fn symbol<'a>(syms: &'a [(String, u64, u64)], name: &str) -> &'a (String, u64, u64) {
+    syms.iter()
+        .find(|s| s.0 == name)
+        .unwrap_or_else(|| panic!("no symbol {name} in {syms:?}"))
+}
+
+const FOLDED: [(&str, &str); 5] = [
+    ("add_one_again", "add_one"),
+    ("twice_b", "twice_a"),
+    ("sum_to_copy", "sum_to"),
+    ("ping2", "ping"),
+    ("pong2", "pong"),
+];
+
+#[test]
+fn objdump_shows_thunks_as_single_jumps_and_aliases_at_their_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = example_module(&[]);
+    let (thunks, summary) = object_for(
+        &module,
+        "x86_64-unknown-linux-gnu",
+        MergeMode::Trampolines,
+        &EmitOptions::default(),
+    );
+    assert_eq!(summary.thunks, FOLDED.len());
+    let path = write(dir.path(), "thunks.o", &thunks);
+    let table = run(Command::new("objdump").arg("-t").arg(&path));
+    let disassembly = run(Command::new("objdump")
+        .args(["-dr", "--no-show-raw-insn"])
+        .arg(&path));
+    for (folded, kept) in FOLDED {
+        assert!(
+            table.contains(&format!(" {folded}\n")),
+            "{folded} is not a symbol:\n{table}"
+        );
+        // The thunk's disassembly: one jmp and its relocation to the kept function.
+        let start = disassembly
+            .find(&format!("<{folded}>:"))
+            .unwrap_or_else(|| panic!("{folded} not disassembled:\n{disassembly}"));
+        let body: Vec<&str> = disassembly[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(body.len(), 2, "{folded}: {body:?}");
+        assert!(body[0].contains("jmp"), "{folded}: {body:?}");
+        assert!(
+            body[1].contains("R_X86_64_PLT32") && body[1].contains(kept),
+            "{folded}: {body:?}"
+        );
+    }
+
+    let (aliases, summary) = object_for(
+        &module,
+        "x86_64-unknown-linux-gnu",
+        MergeMode::Aliases,
+        &EmitOptions::default(),
+    );
+    assert_eq!((summary.aliases, summary.thunks), (FOLDED.len(), 0));
+    let path = write(dir.path(), "aliases.o", &aliases);
+    let table = run(Command::new("objdump").arg("-t").arg(&path));
+    let addr = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{table}"))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for (folded, kept) in FOLDED {
+        assert_eq!(
+            addr(folded),
+            addr(kept),
+            "{folded} is not at {kept}'s address"
+        );
+    }
+    assert!(aliases.len() < thunks.len());
+}
+
+#[test]
+fn linked_program_gives_the_same_results_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = example_module(&[]);
+    let harness = root().join("fixtures/c/example_harness.c");
+    let mut outputs = Vec::new();
+    for (mode, name) in [
+        (MergeMode::Disabled, "disabled"),
+        (MergeMode::Trampolines, "trampolines"),
+        (MergeMode::Aliases, "aliases"),
+    ] {
+        let (bytes, _) = object_for(
+            &module,
+            "x86_64-unknown-linux-gnu",
+            mode,
+            &EmitOptions::default(),
+        );
+        let obj = write(dir.path(), &format!("{name}.o"), &bytes);
+        let exe = dir.path().join(name);
+        run(Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&harness)
+            .arg(&obj));
+        outputs.push(run(&mut Command::new(&exe)));
+    }
+    let values = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with("distinct"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        values(&outputs[0]),
+        values(&outputs[1]),
+        "trampolines changed a result"
+    );
+    assert_eq!(
+        values(&outputs[0]),
+        values(&outputs[2]),
+        "aliases changed a result"
+    );
+    assert!(outputs[0].contains("add_one(2)=3 add_one_again=3 add_two=4 twice_a=4 twice_b=4"));
+    assert!(outputs[0].contains("sum_to(12)=78 sum_to_copy=78"));
+    // Address-significant (exported) functions keep distinct addresses through thunks...
+    assert!(outputs[1].contains("add_one/add_one_again=1 sum_to/sum_to_copy=1 ping/ping2=1"));
+    // ...and in aliases mode they share one.
+    assert!(outputs[2].contains("add_one/add_one_again=0 sum_to/sum_to_copy=0 ping/ping2=0"));
+}
+
+#[test]
+fn clif_thunks_link_and_run_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = example_module(&[]);
+    let emit = EmitOptions {
+        clif_thunks: true,
+        ..Default::default()
+    };
+    let (bytes, summary) = object_for(
+        &module,
+        "x86_64-unknown-linux-gnu",
+        MergeMode::Trampolines,
+        &emit,
+    );
+    assert_eq!(summary.thunks, FOLDED.len());
+    let syms = symbols(&bytes);
+    assert!(
+        symbol(&syms, "add_one_again").2 > 5,
+        "a CLIF thunk is a full call and return"
+    );
+    let obj = write(dir.path(), "clif_thunks.o", &bytes);
+    let exe = dir.path().join("clif_thunks");
+    run(Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(root().join("fixtures/c/example_harness.c"))
+        .arg(&obj));
+    let out = run(&mut Command::new(&exe));
+    assert!(out.contains("add_one(2)=3 add_one_again=3"));
+    assert!(out.contains("add_one/add_one_again=1"));
+}
+
+#[test]
+fn linkage_sets_binding_and_visibility_of_aliases() {
+    let module = example_module(&[
+        ("%add_one_again", Linkage::Hidden),
+        ("%twice_b", Linkage::Preemptible),
+        ("%sum_to_copy", Linkage::Local),
+    ]);
+    let (bytes, _) = object_for(
+        &module,
+        "x86_64-unknown-linux-gnu",
+        MergeMode::Aliases,
+        &EmitOptions::default(),
+    );
+    let file = object::File::parse(&*bytes).unwrap();
+    let find = |name: &str| file.symbols().find(|s| s.name() == Ok(name));
+    let hidden = find("add_one_again").expect("hidden alias");
+    assert_eq!(hidden.scope(), object::SymbolScope::Linkage);
+    let weak = find("twice_b").expect("preemptible alias");
+    assert!(weak.is_weak());
+    assert_eq!(find("twice_a").unwrap().address(), weak.address());
+    assert!(
+        find("sum_to_copy").is_none(),
+        "a local function nobody observes is erased"
+    );
+}
+
+#[test]
+fn aarch64_thunk_is_one_branch_with_one_relocation() {
+    let module = example_module(&[]);
+    let (bytes, _) = object_for(
+        &module,
+        "aarch64-unknown-linux-gnu",
+        MergeMode::Trampolines,
+        &EmitOptions::default(),
+    );
+    let file = object::File::parse(&*bytes).unwrap();
+    let text = file.section_by_name(".text").unwrap();
+    let data = text.data().unwrap();
+    for (folded, kept) in FOLDED {
+        let sym = file.symbols().find(|s| s.name() == Ok(folded)).unwrap();
+        assert_eq!(sym.size(), 4, "{folded}");
+        let at = sym.address() as usize;
+        assert_eq!(
+            &data[at..at + 4],
+            &0x1400_0000u32.to_le_bytes(),
+            "{folded} is not `b`"
+        );
+        let (_, reloc) = text
+            .relocations()
+            .find(|(off, _)| *off == sym.address())
+            .unwrap_or_else(|| panic!("{folded} has no relocation"));
+        assert_eq!(
+            reloc.flags(),
+            object::RelocationFlags::Elf {
+                r_type: object::elf::R_AARCH64_CALL26
+            }
+        );
+        let object::RelocationTarget::Symbol(target) = reloc.target() else {
+            panic!("{folded}: relocation target is not a symbol");
+        };
+        assert_eq!(file.symbol_by_index(target).unwrap().name(), Ok(kept));
+    }
+}
+
+#[test]
+fn macho_has_no_aliases_so_folded_names_are_thunks() {
+    let module = example_module(&[]);
+    let (bytes, summary) = object_for(
+        &module,
+        "x86_64-apple-darwin",
+        MergeMode::Aliases,
+        &EmitOptions::default(),
+    );
+    assert_eq!((summary.aliases, summary.thunks), (0, FOLDED.len()));
+    let syms = symbols(&bytes);
+    let file = object::File::parse(&*bytes).unwrap();
+    let text = file.sections().find(|s| s.kind() == object::SectionKind::Text).unwrap();
+    let data = text.data().unwrap();
+    for (folded, kept) in FOLDED {
+        let at = (symbol(&syms, folded).1 - text.address()) as usize;
+        assert_eq!(data[at], 0xE9, "{folded} is not a jmp (Mach-O symbols have no size)");
+        assert!(text.relocations().any(|(off, _)| off == at as u64 + 1), "{folded}");
+        assert_ne!(symbol(&syms, folded).1, symbol(&syms, kept).1);
+    }
+}
+
+#[test]
+fn per_function_sections_give_each_function_its_own_section() {
+    let module = example_module(&[]);
+    let emit = EmitOptions {
+        per_function_section: true,
+        ..Default::default()
+    };
+    let (bytes, _) = object_for(
+        &module,
+        "x86_64-unknown-linux-gnu",
+        MergeMode::Disabled,
+        &emit,
+    );
+    let file = object::File::parse(&*bytes).unwrap();
+    let text_sections = file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .count();
+    assert_eq!(text_sections, module.len());
+}
+
+#[test]
+fn output_does_not_depend_on_input_order() {
+    let module = example_module(&[]);
+    let text = std::fs::read_to_string(root().join("fixtures/example.clif")).unwrap();
+    let mut reversed = Module::new();
+    let mut parsed = clif_merge::read::parse_clif(&text, "example.clif").unwrap();
+    parsed.reverse();
+    for p in parsed {
+        reversed.add(p.func, Linkage::Export, false).unwrap();
+    }
+    for mode in [MergeMode::Trampolines, MergeMode::Aliases] {
+        let (a, _) = object_for(
+            &module,
+            "x86_64-unknown-linux-gnu",
+            mode,
+            &EmitOptions::default(),
+        );
+        let (b, _) = object_for(
+            &reversed,
+            "x86_64-unknown-linux-gnu",
+            mode,
+            &EmitOptions::default(),
+        );
+        let mut sa = symbols(&a);
+        let mut sb = symbols(&b);
+        sa.sort();
+        sb.sort();
+        // Same symbols of the same sizes, and the same names share an address.
+        let shape = |s: &[(String, u64, u64)]| {
+            s.iter()
+                .map(|(n, a, z)| {
+                    (
+                        n.clone(),
+                        *z,
+                        s.iter().filter(|o| o.1 == *a).map(|o| o.0.clone()).min(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shape(&sa), shape(&sb), "{mode:?}");
+    }
+}
+
+#[test]
+fn jit_calls_every_name_of_every_group() {
+    if TargetInfo::host().jump_thunk_size().is_none() {
+        eprintln!("skipping: the host has no single-jump thunks");
+        return;
+    }
+    let module = example_module(&[]);
+    let target = TargetInfo::host();
+    for mode in [
+        MergeMode::Disabled,
+        MergeMode::Trampolines,
+        MergeMode::Aliases,
+    ] {
+        let plan = clif_merge::merge(&module, &target, &options(mode));
+        let jit = emit_jit(&module, &plan, &options(mode), &EmitOptions::default(), []).unwrap();
+        let i32_fn = |name: &str| -> extern "C" fn(i32) -> i32 {
+            let p = jit.pointer(&FuncName::parse(name).unwrap()).unwrap();
+            unsafe { std::mem::transmute::<*const u8, extern "C" fn(i32) -> i32>(p) }
+        };
+        let i64_fn = |name: &str| -> extern "C" fn(i64) -> i64 {
+            let p = jit.pointer(&FuncName::parse(name).unwrap()).unwrap();
+            unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64) -> i64>(p) }
+        };
+        for x in [-5, 0, 7] {
+            assert_eq!(i32_fn("%add_one")(x), x + 1);
+            assert_eq!(i32_fn("%add_one_again")(x), x + 1);
+            assert_eq!(i32_fn("%twice_a")(x), x + 2);
+            assert_eq!(i32_fn("%twice_b")(x), x + 2);
+        }
+        for n in [0i64, 1, 10] {
+            assert_eq!(i64_fn("%sum_to")(n), n * (n + 1) / 2);
+            assert_eq!(i64_fn("%sum_to_copy")(n), n * (n + 1) / 2);
+            assert_eq!(i64_fn("%ping")(n), i64_fn("%ping2")(n));
+            assert_eq!(i64_fn("%pong")(n), i64_fn("%pong2")(n));
+        }
+        assert_eq!(
+            i64_fn("%ping")(2),
+            8,
+            "ping(2) = pong(1) + 3 = ping(0) + 5 + 3"
+        );
+        let expected_folded = if mode == MergeMode::Disabled {
+            0
+        } else {
+            FOLDED.len()
+        };
+        assert_eq!(jit.summary.plan.folded_count(), expected_folded, "{mode:?}");
+    }
+}
