@@ -59,3 +59,8 @@ pub enum Error {
     #[error("unknown target {0}")]
     UnknownTarget(String),
 }
+
+/// The README's examples, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
