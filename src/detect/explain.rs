@@ -15,7 +15,7 @@ use crate::target::TargetInfo;
 /// Where and how two functions first differ.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Difference {
-    /// Which part: `signature`, `block 3 of the CFG walk (block5 / block7)`, `stack slots`.
+    /// Which part: `signature`, `the 3rd block of the CFG walk (block5 on the left, block7 on the right)`, `stack slots`.
     pub place: String,
     /// What differs there: `opcode`, `operand`, `memory flags`, `callee`, ...
     pub what: String,
@@ -75,7 +75,8 @@ pub fn explain<C: CallTargets>(
             let place = match (lblock, rblock) {
                 (Some(a), Some(b)) => {
                     format!(
-                        "block {chunk_index} of the CFG walk ({a} on the left, {b} on the right)"
+                        "the {} block of the CFG walk ({a} on the left, {b} on the right)",
+                        ordinal(chunk_index)
                     )
                 }
                 _ if chunk_index == 0 => "the signature".to_string(),
