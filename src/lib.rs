@@ -41,6 +41,7 @@ pub mod detect;
 pub mod emit;
 pub mod merge;
 pub mod names;
+pub mod plugin;
 pub mod read;
 pub mod report;
 pub mod target;

@@ -329,17 +329,36 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             self.push(sink, size, "unused stack slot size");
             self.push(sink, align, "unused stack slot alignment");
         }
-        let unused_dynamic = self
-            .func
+        // Unused dynamic slots take frame space too: their kind, vector type and scale.
+        // The scale is described by its global value's text, which is canonical for the
+        // usual `dyn_scale_target_const` (a loaded scale prints its base's number, so two
+        // such functions may be called different: never equal wrongly).
+        let func = self.func;
+        let mut unused_dynamic: Vec<(Token, Token, String)> = func
             .dynamic_stack_slots
-            .keys()
-            .filter(|slot| !self.dynamic_slots.seen(*slot))
-            .count();
+            .iter()
+            .filter(|(slot, _)| !self.dynamic_slots.seen(*slot))
+            .map(|(_, d)| {
+                let ty = &func.dfg.dynamic_types[d.dyn_ty];
+                let scale = func.global_values[ty.dynamic_scale].to_string();
+                (
+                    slot_kind_token(d.kind),
+                    type_token(ty.base_vector_ty),
+                    scale,
+                )
+            })
+            .collect();
+        unused_dynamic.sort_unstable();
         self.push(
             sink,
-            unused_dynamic as Token,
+            unused_dynamic.len() as Token,
             "unused dynamic stack slot count",
         );
+        for (kind, base, scale) in unused_dynamic {
+            self.push(sink, kind, "unused dynamic stack slot kind");
+            self.push(sink, base, "unused dynamic stack slot type");
+            self.bytes(scale.as_bytes(), sink, "unused dynamic stack slot scale");
+        }
     }
 
     /// A value operand or definition: its serial number, and its type when first met.

@@ -27,10 +27,23 @@ use crate::target::TargetInfo;
 /// How aliases are realised.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum AliasStyle {
-    /// Declared as an import, pointed at the body's symbol after `finish()` (objects).
+    /// Defined empty, then pointed at the body's symbol after `finish()` (objects). Defined,
+    /// so that cranelift-object's check for undefined functions is satisfied.
     PatchedSymbol,
-    /// Not declared: the name resolves to the body's id (JIT).
+    /// Not declared: the name resolves to the body's id (our own JIT module).
     BodyId,
+    /// A thunk (a JIT module whose functions the caller declared: the id must be defined).
+    Thunk,
+}
+
+/// Where the module's ids come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// Declare every symbol by its name.
+    Declare,
+    /// The caller declared every function already: `u0:N` is `FuncId` N and `u1:N` is
+    /// `DataId` N (what `Module::declare_func_in_func` and `declare_data_in_func` write).
+    Existing,
 }
 
 /// What was defined.
@@ -52,6 +65,7 @@ pub fn define_all<M: CraneliftModule>(
     compiled: &Compiled,
     options: &EmitOptions,
     style: AliasStyle,
+    naming: Naming,
 ) -> Result<Defined, EmitError> {
     let arch = m.isa().triple().architecture;
     let frontend = m.isa().frontend_config();
@@ -60,39 +74,40 @@ pub fn define_all<M: CraneliftModule>(
         .and_then(|t| t.jump_thunk_size())
         .map_or(0, u64::from);
 
-    // Declarations.
+    // Declarations (or, with `Naming::Existing`, the caller's ids).
+    let id_for = |m: &mut M, name: &FuncName, linkage: Linkage, sig: &ir::Signature| match naming {
+        Naming::Declare => declare(m, &name.symbol(), linkage, sig),
+        Naming::Existing => existing_id(name),
+    };
     let mut body_id: HashMap<FuncIndex, FuncId> = HashMap::new();
     for group in plan.groups() {
         let k = module.get(group.kept);
         let id = match &group.body {
-            Body::Kept => declare(m, &k.name.symbol(), k.linkage, &k.func.signature)?,
+            Body::Kept => id_for(m, &k.name, k.linkage, &k.func.signature)?,
             Body::SharedLocal { symbol } => declare(m, symbol, Linkage::Local, &k.func.signature)?,
         };
         body_id.insert(group.kept, id);
     }
     let mut own_id: HashMap<FuncIndex, FuncId> = HashMap::new();
     let mut aliases = Vec::new();
+    // A caller-declared function must be defined: an erased one becomes an alias (a local
+    // alias costs nothing) or, in a JIT, a thunk.
+    let action_of = |f: FuncIndex| match (plan.action(f), naming) {
+        (Action::Erased, Naming::Existing) => Action::Alias,
+        (action, _) => action,
+    };
     for (f, mf) in module.iter() {
         let body = plan.group_of(f).map(|g| body_id[&g.kept]);
-        let id = match plan.action(f) {
-            Action::Keep => match body {
-                Some(b) => b,
-                None => declare(m, &mf.name.symbol(), mf.linkage, &mf.func.signature)?,
-            },
-            Action::Erased => continue,
-            Action::Thunk => declare(m, &mf.name.symbol(), mf.linkage, &mf.func.signature)?,
-            Action::Alias => {
-                let body = body.expect("an alias has a group");
-                match style {
-                    AliasStyle::BodyId => body,
-                    AliasStyle::PatchedSymbol => {
-                        let id =
-                            declare(m, &mf.name.symbol(), Linkage::Import, &mf.func.signature)?;
-                        aliases.push((f, id, body));
-                        id
-                    }
-                }
+        let id = match (action_of(f), body) {
+            (Action::Keep, Some(b)) => b,
+            (Action::Erased, _) => continue,
+            (Action::Alias, Some(b)) if style == AliasStyle::BodyId => b,
+            (Action::Alias, Some(b)) if style == AliasStyle::PatchedSymbol => {
+                let id = id_for(m, &mf.name, mf.linkage, &mf.func.signature)?;
+                aliases.push((f, id, b));
+                id
             }
+            _ => id_for(m, &mf.name, mf.linkage, &mf.func.signature)?,
         };
         own_id.insert(f, id);
     }
@@ -100,14 +115,28 @@ pub fn define_all<M: CraneliftModule>(
     for (i, name) in compiled.symbols.function_names().iter().enumerate() {
         if module.lookup(name).is_none() {
             let sig = &compiled.symbols.signatures[name];
-            import_id.insert(i as u32, declare(m, &name.symbol(), Linkage::Import, sig)?);
+            import_id.insert(i as u32, id_for(m, name, Linkage::Import, sig)?);
         }
     }
     let mut data_id: Vec<DataId> = Vec::new();
     for (name, tls) in compiled.symbols.data_names() {
-        let id = m
-            .declare_data(&name.symbol(), ModuleLinkage::Import, false, *tls)
-            .map_err(|e| module_error(format!("declaring data {name}"), e))?;
+        let id = match (naming, name) {
+            (
+                Naming::Existing,
+                FuncName::User {
+                    namespace: 1,
+                    index,
+                },
+            ) => DataId::from_u32(*index),
+            (Naming::Existing, other) => {
+                return Err(EmitError::Object(format!(
+                    "{other} is not a data object the module declared (expected u1:N)"
+                )))
+            }
+            (Naming::Declare, _) => m
+                .declare_data(&name.symbol(), ModuleLinkage::Import, false, *tls)
+                .map_err(|e| module_error(format!("declaring data {name}"), e))?,
+        };
         data_id.push(id);
     }
 
@@ -159,6 +188,7 @@ pub fn define_all<M: CraneliftModule>(
         Copy(&'c CompiledBody),
         Jump(super::thunk::JumpThunk),
         Clif(FuncId),
+        Empty,
     }
     let mut jobs: Vec<(FuncIndex, FuncId, Job)> = Vec::new();
     let mut summary = EmitSummary::default();
@@ -170,11 +200,15 @@ pub fn define_all<M: CraneliftModule>(
                 continue;
             }
         }
-        match plan.action(f) {
+        match action_of(f) {
             Action::Keep => jobs.push((f, own_id[&f], Job::Code(&compiled.bodies[&f]))),
             Action::Erased => {}
-            Action::Alias => summary.aliases += 1,
-            Action::Thunk => {
+            Action::Alias if style == AliasStyle::BodyId => summary.aliases += 1,
+            Action::Alias if style == AliasStyle::PatchedSymbol => {
+                jobs.push((f, own_id[&f], Job::Empty));
+                summary.aliases += 1;
+            }
+            Action::Alias | Action::Thunk => {
                 let kept = group.expect("a thunk has a group").kept;
                 let body = body_id[&kept];
                 let code = &compiled.bodies[&kept];
@@ -194,6 +228,7 @@ pub fn define_all<M: CraneliftModule>(
         Job::Code(c) | Job::Copy(c) => c.alignment,
         Job::Jump(j) => j.alignment,
         Job::Clif(_) => 16,
+        Job::Empty => 0,
     };
     jobs.sort_by_key(|(_, _, job)| std::cmp::Reverse(alignment(job)));
     for (f, id, job) in jobs {
@@ -213,6 +248,10 @@ pub fn define_all<M: CraneliftModule>(
                 m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &[thunk.reloc])
                     .map_err(|e| module_error(context(), e))?;
                 summary.thunks += 1;
+            }
+            Job::Empty => {
+                m.define_function_bytes(id, 1, &[], &[])
+                    .map_err(|e| module_error(context(), e))?;
             }
             Job::Clif(body) => {
                 let func = clif_thunk(
@@ -251,6 +290,19 @@ pub fn define_all<M: CraneliftModule>(
         aliases,
         summary,
     })
+}
+
+/// The caller's id for a function named `u0:N`.
+fn existing_id(name: &FuncName) -> Result<FuncId, EmitError> {
+    match name {
+        FuncName::User {
+            namespace: 0,
+            index,
+        } => Ok(FuncId::from_u32(*index)),
+        other => Err(EmitError::Object(format!(
+            "{other} is not a function the module declared (expected u0:N)"
+        ))),
+    }
 }
 
 fn module_error(context: String, e: cranelift_module::ModuleError) -> EmitError {

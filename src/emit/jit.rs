@@ -11,7 +11,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId};
 
 use super::compile::compile_bodies;
-use super::define::{define_all, AliasStyle};
+use super::define::{define_all, AliasStyle, Naming};
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{fold_machine_code, MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
@@ -85,6 +85,7 @@ pub fn emit_jit(
         &compiled,
         options,
         AliasStyle::BodyId,
+        Naming::Declare,
     )?;
     jit.finalize_definitions().map_err(|e| EmitError::Module {
         context: "finalizing the JIT module".into(),

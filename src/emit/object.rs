@@ -20,7 +20,7 @@ use cranelift_object::object::{
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
 use super::compile::compile_bodies;
-use super::define::{define_all, AliasStyle};
+use super::define::{define_all, AliasStyle, Naming};
 use crate::merge::{fold_machine_code, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::target::{ObjectFormat, TargetInfo};
 
@@ -195,6 +195,7 @@ pub fn emit_object(
         &compiled,
         options,
         AliasStyle::PatchedSymbol,
+        Naming::Declare,
     )?;
     let mut product = object.finish();
     for &(f, alias, body) in &defined.aliases {
@@ -220,7 +221,12 @@ pub fn emit_object(
 }
 
 /// Point `alias` at the code of `target`, with the binding `linkage` asks for.
-fn point_alias(object: &mut Object<'static>, alias: SymbolId, target: SymbolId, linkage: Linkage) {
+pub fn point_alias(
+    object: &mut Object<'static>,
+    alias: SymbolId,
+    target: SymbolId,
+    linkage: Linkage,
+) {
     let (section, value, size) = {
         let t = object.symbol(target);
         (t.section, t.value, t.size)

@@ -1,0 +1,313 @@
+//! MergeFunctions inside a Cranelift-based compiler: the backend plugin.
+//!
+//! A compiler built on Cranelift declares its functions in a `cranelift_module::Module`
+//! (`ObjectModule` for AOT, `JITModule` for JIT) and defines them one by one with
+//! `define_function`. With the plugin it hands each function to a [`FunctionMerger`]
+//! instead, and then lets the merger define them all: equal functions are compiled once,
+//! the other names become aliases or thunks, and calls are redirected. Everything the
+//! compiler declared stays declared and defined, so the rest of its pipeline (relocations,
+//! `get_finalized_function`, `finish`) works as before.
+//!
+//! Linkage comes from the module's declarations. Address significance follows the
+//! [`MergeOptions`]: by default an exported function's address is significant (it gets a
+//! thunk, not an alias); mark functions whose address nobody compares with
+//! [`FunctionMerger::set_unnamed_addr`], or set `addresses_insignificant`.
+//!
+//! ```
+//! use clif_merge::plugin::FunctionMerger;
+//! use clif_merge::MergeOptions;
+//! use cranelift_codegen::ir::{types::I32, AbiParam, Function, InstBuilder, Signature, UserFuncName};
+//! use cranelift_codegen::isa::CallConv;
+//! use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+//! use cranelift_module::{default_libcall_names, Linkage, Module};
+//! use cranelift_object::{ObjectBuilder, ObjectModule};
+//!
+//! let isa = clif_merge::build_isa(
+//!     &clif_merge::TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap(),
+//!     &[("is_pic".into(), "true".into())],
+//! )
+//! .unwrap();
+//! let mut module =
+//!     ObjectModule::new(ObjectBuilder::new(isa, "demo", default_libcall_names()).unwrap());
+//! let mut sig = Signature::new(CallConv::SystemV);
+//! sig.params.push(AbiParam::new(I32));
+//! sig.returns.push(AbiParam::new(I32));
+//!
+//! // Two functions that double their argument, written twice.
+//! let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default());
+//! for name in ["double", "twice"] {
+//!     let id = module.declare_function(name, Linkage::Export, &sig).unwrap();
+//!     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+//!     let mut ctx = FunctionBuilderContext::new();
+//!     let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+//!     let block = b.create_block();
+//!     b.append_block_params_for_function_params(block);
+//!     b.switch_to_block(block);
+//!     b.seal_block(block);
+//!     let x = b.block_params(block)[0];
+//!     let y = b.ins().iadd(x, x);
+//!     b.ins().return_(&[y]);
+//!     b.finalize(module.target_config());
+//!     merger.add(id, func).unwrap(); // instead of module.define_function
+//! }
+//! let merged = merger.define_in_object(&mut module).unwrap();
+//! assert_eq!(merged.plan().folded_count(), 1);
+//! let mut product = module.finish();
+//! merged.finish_object(&mut product);
+//! let bytes = product.emit().unwrap();
+//! assert!(!bytes.is_empty());
+//! ```
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_codegen::ir::{Function, UserFuncName};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Module as CraneliftModule};
+use cranelift_object::{ObjectModule, ObjectProduct};
+
+use crate::emit::compile::compile_bodies;
+use crate::emit::define::{define_all, AliasStyle, Naming};
+use crate::emit::{EmitError, EmitOptions, EmitSummary};
+use crate::merge::{
+    fold_machine_code, merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module,
+};
+use crate::names::FuncName;
+use crate::target::TargetInfo;
+
+/// What a caller of the plugin can get wrong, as a value.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The id is not a function the module declared.
+    #[error("function {0} is not declared in the module")]
+    UnknownFunction(FuncId),
+    /// The function was handed over twice.
+    #[error("function {0} was added twice")]
+    AddedTwice(FuncId),
+    /// The function's signature differs from its declaration.
+    #[error(
+        "function {id} ({name}): signature {actual} does not match its declaration {declared}"
+    )]
+    SignatureMismatch {
+        /// The id.
+        id: FuncId,
+        /// Its declared name.
+        name: String,
+        /// The function's signature.
+        actual: String,
+        /// The declared signature.
+        declared: String,
+    },
+    /// The function is declared as an import.
+    #[error("function {id} ({name}) is declared as an import and cannot be defined")]
+    ImportDefinition {
+        /// The id.
+        id: FuncId,
+        /// Its declared name.
+        name: String,
+    },
+    /// The target has no pointer width or object format this build supports.
+    #[error("unsupported target {0}")]
+    UnsupportedTarget(String),
+    /// Compiling or defining failed.
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+}
+
+/// Collects a compiler's functions, merges equal ones, and defines them in its module.
+pub struct FunctionMerger {
+    target: TargetInfo,
+    options: MergeOptions,
+    emit: EmitOptions,
+    functions: Vec<(FuncId, Function)>,
+    ids: HashSet<FuncId>,
+    unnamed_addr: HashSet<FuncId>,
+}
+
+/// The result of [`FunctionMerger::define_in_object`] or [`FunctionMerger::define_in_jit`].
+pub struct Merged {
+    plan: MergePlan,
+    index: HashMap<FuncId, FuncIndex>,
+    ids: Vec<FuncId>,
+    aliases: Vec<(FuncId, FuncId, Linkage)>,
+    /// What was compiled and written.
+    pub summary: EmitSummary,
+}
+
+impl FunctionMerger {
+    /// A merger for functions compiled by `isa` (usually `module.isa()`).
+    pub fn new(isa: &dyn TargetIsa, options: MergeOptions) -> Self {
+        let target = TargetInfo::new(isa.triple().clone()).unwrap_or_else(|_| TargetInfo::host());
+        Self {
+            target,
+            options,
+            emit: EmitOptions::default(),
+            functions: Vec::new(),
+            ids: HashSet::new(),
+            unnamed_addr: HashSet::new(),
+        }
+    }
+
+    /// Use `emit` (thunk style, machine-code folding, sections) when defining.
+    pub fn with_emit_options(mut self, emit: EmitOptions) -> Self {
+        self.emit = emit;
+        self
+    }
+
+    /// Hand over the body of the declared function `id`, instead of `define_function`.
+    /// Its name becomes `u0:<id>`, the name `declare_func_in_func` gives callees.
+    pub fn add(&mut self, id: FuncId, mut func: Function) -> Result<(), PluginError> {
+        if !self.ids.insert(id) {
+            return Err(PluginError::AddedTwice(id));
+        }
+        func.name = UserFuncName::user(0, id.as_u32());
+        self.functions.push((id, func));
+        Ok(())
+    }
+
+    /// Promise that nobody compares the address of `id` (LLVM's `unnamed_addr`): a folded
+    /// `id` may then become an alias of an equal function.
+    pub fn set_unnamed_addr(&mut self, id: FuncId) {
+        self.unnamed_addr.insert(id);
+    }
+
+    /// The merge plan for the functions added so far, with linkages from `module`'s
+    /// declarations, and the merger's view of them (index order = order added).
+    pub fn plan<M: CraneliftModule>(&self, module: &M) -> Result<(Module, MergePlan), PluginError> {
+        let declared: HashSet<FuncId> = module
+            .declarations()
+            .get_functions()
+            .map(|(id, _)| id)
+            .collect();
+        let mut merge_module = Module::new();
+        for (id, func) in &self.functions {
+            if !declared.contains(id) {
+                return Err(PluginError::UnknownFunction(*id));
+            }
+            let decl = module.declarations().get_function_decl(*id);
+            let name = decl.linkage_name(*id).into_owned();
+            if decl.linkage == Linkage::Import {
+                return Err(PluginError::ImportDefinition { id: *id, name });
+            }
+            if decl.signature != func.signature {
+                return Err(PluginError::SignatureMismatch {
+                    id: *id,
+                    name,
+                    actual: func.signature.to_string(),
+                    declared: decl.signature.to_string(),
+                });
+            }
+            merge_module
+                .add(func.clone(), decl.linkage, self.unnamed_addr.contains(id))
+                .map_err(|_| PluginError::AddedTwice(*id))?;
+        }
+        let plan = merge(&merge_module, &self.target, &self.options);
+        Ok((merge_module, plan))
+    }
+
+    /// Merge and define every function added in `module`. Call
+    /// [`Merged::finish_object`] on the product of `module.finish()` to point the aliases.
+    pub fn define_in_object(self, module: &mut ObjectModule) -> Result<Merged, PluginError> {
+        self.define(module, AliasStyle::PatchedSymbol)
+    }
+
+    /// Merge and define every function added in `module`. A JIT has no aliases: a folded
+    /// function that would be an alias gets a single-jump thunk, so that every id the
+    /// compiler declared can be finalized and called.
+    pub fn define_in_jit(self, module: &mut JITModule) -> Result<Merged, PluginError> {
+        self.define(module, AliasStyle::Thunk)
+    }
+
+    fn define<M: CraneliftModule>(
+        self,
+        module: &mut M,
+        style: AliasStyle,
+    ) -> Result<Merged, PluginError> {
+        let (merge_module, plan) = self.plan(module)?;
+        let compiled = compile_bodies(&merge_module, &plan, module.isa())?;
+        let plan = if self.emit.fold_machine_code {
+            let same_signature_only =
+                self.emit.clif_thunks || self.target.jump_thunk_size().is_none();
+            fold_machine_code(
+                &merge_module,
+                &self.target,
+                &self.options,
+                &plan,
+                &compiled,
+                same_signature_only,
+            )
+        } else {
+            plan
+        };
+        let defined = define_all(
+            module,
+            &merge_module,
+            &plan,
+            &compiled,
+            &self.emit,
+            style,
+            Naming::Existing,
+        )?;
+        let ids: Vec<FuncId> = self.functions.iter().map(|(id, _)| *id).collect();
+        let index = ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| (id, FuncIndex::from_u32(i as u32)))
+            .collect();
+        let aliases = defined
+            .aliases
+            .iter()
+            .map(|&(f, alias, body)| (alias, body, merge_module.get(f).linkage))
+            .collect();
+        let mut summary = defined.summary;
+        summary.codegen_s = compiled.seconds;
+        summary.plan = plan.clone();
+        Ok(Merged {
+            plan,
+            index,
+            ids,
+            aliases,
+            summary,
+        })
+    }
+}
+
+impl Merged {
+    /// The final plan (indices are in the order functions were added).
+    pub fn plan(&self) -> &MergePlan {
+        &self.plan
+    }
+
+    /// What became of `id` (`Keep` for functions the merger was not given).
+    pub fn action(&self, id: FuncId) -> Action {
+        self.index
+            .get(&id)
+            .map_or(Action::Keep, |&f| self.plan.action(f))
+    }
+
+    /// The id whose body runs when `id` is called: `id` itself, or the kept function of
+    /// its group.
+    pub fn body_of(&self, id: FuncId) -> FuncId {
+        match self.index.get(&id).and_then(|&f| self.plan.group_of(f)) {
+            Some(group) => self.ids[group.kept.as_u32() as usize],
+            None => id,
+        }
+    }
+
+    /// Point every alias at its body's code in an object written by `ObjectModule::finish`.
+    pub fn finish_object(&self, product: &mut ObjectProduct) {
+        for &(alias, body, linkage) in &self.aliases {
+            let target = product.function_symbol(body);
+            let symbol = product.function_symbol(alias);
+            crate::emit::object::point_alias(&mut product.object, symbol, target, linkage);
+        }
+    }
+}
+
+/// The name the merger gives a function declared as `id`.
+pub fn func_name(id: FuncId) -> FuncName {
+    FuncName::User {
+        namespace: 0,
+        index: id.as_u32(),
+    }
+}
