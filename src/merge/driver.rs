@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cranelift_codegen::ir::{FuncRef, Function};
 use cranelift_entity::SecondaryMap;
+use rayon::prelude::*;
 
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::FoundBy;
@@ -95,14 +96,20 @@ impl Facts {
             redirectable: SecondaryMap::with_capacity(module.len()),
             hash: SecondaryMap::with_capacity(module.len()),
         };
-        for (f, m) in module.iter() {
-            let refs = module.references(f);
+        // References and hashes are independent per function: computed in parallel, then
+        // gathered in index order (the result does not depend on the thread count).
+        let indices: Vec<FuncIndex> = module.indices().collect();
+        let per_function: Vec<(super::module::References, u64)> = indices
+            .par_iter()
+            .map(|&f| (module.references(f), function_hash(&module.get(f).func)))
+            .collect();
+        for (&f, (refs, hash)) in indices.iter().zip(per_function) {
             for &callee in &refs.calls {
                 facts.callers[callee].push(f);
             }
             facts.func_refs[f] = refs.func_refs;
-            facts.redirectable[f] = m.linkage != Linkage::Preemptible;
-            facts.hash[f] = function_hash(&m.func);
+            facts.redirectable[f] = module.get(f).linkage != Linkage::Preemptible;
+            facts.hash[f] = hash;
         }
         facts
     }
@@ -209,6 +216,26 @@ fn fold_in_tree(
     let strong_first = |list: &mut Vec<FuncIndex>| {
         list.sort_by_key(|&f| (!facts.redirectable[f], f));
     };
+    // First-round keys, encoded in parallel before any class changes. A fold makes the
+    // keys of the folded function's callers stale; those are encoded again when reached.
+    let encode = |f: FuncIndex, classes: &Classes| -> TreeKey {
+        let calls = ByClass {
+            facts,
+            classes,
+            caller: f,
+        };
+        let mut tokens = Vec::new();
+        Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
+        (facts.hash[f], tokens)
+    };
+    let mut precomputed: SecondaryMap<FuncIndex, Option<TreeKey>> = SecondaryMap::new();
+    {
+        let classes: &Classes = classes;
+        let keys: Vec<TreeKey> = candidates.par_iter().map(|&f| encode(f, classes)).collect();
+        for (&f, key) in candidates.iter().zip(keys) {
+            precomputed[f] = Some(key);
+        }
+    }
     let mut worklist = candidates;
     strong_first(&mut worklist);
     while !worklist.is_empty() {
@@ -217,15 +244,9 @@ fn fold_in_tree(
             if classes.root[f] != f || tree_key[f].is_some() {
                 continue;
             }
-            let key = {
-                let calls = ByClass {
-                    facts,
-                    classes,
-                    caller: f,
-                };
-                let mut tokens = Vec::new();
-                Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
-                (facts.hash[f], tokens)
+            let key = match precomputed[f].take() {
+                Some(key) => key,
+                None => encode(f, classes),
             };
             match tree.get(&key) {
                 Some(&existing) => {
@@ -234,6 +255,7 @@ fn fold_in_tree(
                     for &member in &classes.members[f] {
                         for &caller in &facts.callers[member] {
                             let r = classes.root[caller];
+                            precomputed[r] = None;
                             if let Some(old) = tree_key[r].take() {
                                 tree.remove(&old);
                                 deferred.insert(r);
