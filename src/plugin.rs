@@ -66,12 +66,9 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module as CraneliftModule};
 use cranelift_object::{ObjectModule, ObjectProduct};
 
-use crate::emit::compile::compile_bodies;
 use crate::emit::define::{define_all, AliasStyle, Naming};
-use crate::emit::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::{
-    fold_machine_code, merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module,
-};
+use crate::emit::{compile_and_fold, EmitError, EmitOptions, EmitSummary};
+use crate::merge::{merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
@@ -224,21 +221,13 @@ impl FunctionMerger {
         style: AliasStyle,
     ) -> Result<Merged, PluginError> {
         let (merge_module, plan) = self.plan(module)?;
-        let compiled = compile_bodies(&merge_module, &plan, module.isa())?;
-        let plan = if self.emit.fold_machine_code {
-            let same_signature_only =
-                self.emit.clif_thunks || self.target.jump_thunk_size().is_none();
-            fold_machine_code(
-                &merge_module,
-                &self.target,
-                &self.options,
-                &plan,
-                &compiled,
-                same_signature_only,
-            )
-        } else {
-            plan
-        };
+        let (compiled, plan) = compile_and_fold(
+            &merge_module,
+            &plan,
+            module.isa(),
+            &self.options,
+            &self.emit,
+        )?;
         let defined = define_all(
             module,
             &merge_module,

@@ -10,10 +10,10 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId};
 
-use super::compile::compile_bodies;
+use super::compile_and_fold;
 use super::define::{define_all, AliasStyle, Naming};
 use super::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::{fold_machine_code, MergeOptions, MergePlan, Module};
+use crate::merge::{MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
@@ -61,20 +61,7 @@ pub fn emit_jit(
         .map_err(|e| unsupported(e.to_string()))?
         .finish(settings::Flags::new(flags))
         .map_err(|e| unsupported(e.to_string()))?;
-    let compiled = compile_bodies(module, plan, &*isa)?;
-    let final_plan = if options.fold_machine_code {
-        let same_signature_only = options.clif_thunks || host.jump_thunk_size().is_none();
-        fold_machine_code(
-            module,
-            &host,
-            merge_options,
-            plan,
-            &compiled,
-            same_signature_only,
-        )
-    } else {
-        plan.clone()
-    };
+    let (compiled, final_plan) = compile_and_fold(module, plan, &*isa, merge_options, options)?;
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
     builder.symbols(symbols);
     let mut jit = JITModule::new(builder);

@@ -19,9 +19,9 @@ use cranelift_object::object::{
 };
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
-use super::compile::compile_bodies;
+use super::compile_and_fold;
 use super::define::{define_all, AliasStyle, Naming};
-use crate::merge::{fold_machine_code, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
+use crate::merge::{FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::target::{ObjectFormat, TargetInfo};
 
 /// Why an object could not be written.
@@ -163,20 +163,7 @@ pub fn emit_object(
             reason: "no object file format for this triple".into(),
         });
     }
-    let compiled = compile_bodies(module, plan, &*isa)?;
-    let final_plan = if options.fold_machine_code {
-        let same_signature_only = options.clif_thunks || target.jump_thunk_size().is_none();
-        fold_machine_code(
-            module,
-            &target,
-            merge_options,
-            plan,
-            &compiled,
-            same_signature_only,
-        )
-    } else {
-        plan.clone()
-    };
+    let (compiled, final_plan) = compile_and_fold(module, plan, &*isa, merge_options, options)?;
 
     let emit_start = Instant::now();
     let mut builder =
