@@ -34,7 +34,7 @@
 //! sig.returns.push(AbiParam::new(I32));
 //!
 //! // Two functions that double their argument, written twice.
-//! let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default());
+//! let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default()).unwrap();
 //! for name in ["double", "twice"] {
 //!     let id = module.declare_function(name, Linkage::Export, &sig).unwrap();
 //!     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
@@ -127,22 +127,25 @@ pub struct Merged {
     index: HashMap<FuncId, FuncIndex>,
     ids: Vec<FuncId>,
     aliases: Vec<(FuncId, FuncId, Linkage)>,
+    style: AliasStyle,
     /// What was compiled and written.
     pub summary: EmitSummary,
 }
 
 impl FunctionMerger {
-    /// A merger for functions compiled by `isa` (usually `module.isa()`).
-    pub fn new(isa: &dyn TargetIsa, options: MergeOptions) -> Self {
-        let target = TargetInfo::new(isa.triple().clone()).unwrap_or_else(|_| TargetInfo::host());
-        Self {
+    /// A merger for functions compiled by `isa` (usually `module.isa()`). Fails when the
+    /// triple has no pointer width.
+    pub fn new(isa: &dyn TargetIsa, options: MergeOptions) -> Result<Self, PluginError> {
+        let target = TargetInfo::new(isa.triple().clone())
+            .map_err(|e| PluginError::UnsupportedTarget(e.to_string()))?;
+        Ok(Self {
             target,
             options,
             emit: EmitOptions::default(),
             functions: Vec::new(),
             ids: HashSet::new(),
             unnamed_addr: HashSet::new(),
-        }
+        })
     }
 
     /// Use `emit` (thunk style, machine-code folding, sections) when defining.
@@ -256,6 +259,7 @@ impl FunctionMerger {
             index,
             ids,
             aliases,
+            style,
             summary,
         })
     }
@@ -267,11 +271,21 @@ impl Merged {
         &self.plan
     }
 
-    /// What became of `id` (`Keep` for functions the merger was not given).
+    /// What became of `id` in the module (`Keep` for functions the merger was not given).
+    ///
+    /// Never `Erased`: every id the caller declared stays defined, so a function the plan
+    /// erases is a local alias in an object. A JIT has no aliases: there, aliases are
+    /// thunks. [`Merged::plan`] has the plan's own actions.
     pub fn action(&self, id: FuncId) -> Action {
-        self.index
+        let planned = self
+            .index
             .get(&id)
-            .map_or(Action::Keep, |&f| self.plan.action(f))
+            .map_or(Action::Keep, |&f| self.plan.action(f));
+        match (planned, self.style) {
+            (Action::Erased | Action::Alias, AliasStyle::Thunk) => Action::Thunk,
+            (Action::Erased, _) => Action::Alias,
+            (action, _) => action,
+        }
     }
 
     /// The id whose body runs when `id` is called: `id` itself, or the kept function of
