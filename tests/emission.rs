@@ -318,12 +318,21 @@ fn macho_has_no_aliases_so_folded_names_are_thunks() {
     assert_eq!((summary.aliases, summary.thunks), (0, FOLDED.len()));
     let syms = symbols(&bytes);
     let file = object::File::parse(&*bytes).unwrap();
-    let text = file.sections().find(|s| s.kind() == object::SectionKind::Text).unwrap();
+    let text = file
+        .sections()
+        .find(|s| s.kind() == object::SectionKind::Text)
+        .unwrap();
     let data = text.data().unwrap();
     for (folded, kept) in FOLDED {
         let at = (symbol(&syms, folded).1 - text.address()) as usize;
-        assert_eq!(data[at], 0xE9, "{folded} is not a jmp (Mach-O symbols have no size)");
-        assert!(text.relocations().any(|(off, _)| off == at as u64 + 1), "{folded}");
+        assert_eq!(
+            data[at], 0xE9,
+            "{folded} is not a jmp (Mach-O symbols have no size)"
+        );
+        assert!(
+            text.relocations().any(|(off, _)| off == at as u64 + 1),
+            "{folded}"
+        );
         assert_ne!(symbol(&syms, folded).1, symbol(&syms, kept).1);
     }
 }
@@ -438,5 +447,66 @@ fn jit_calls_every_name_of_every_group() {
             FOLDED.len()
         };
         assert_eq!(jit.summary.plan.folded_count(), expected_folded, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_body_no_larger_than_a_jump_is_copied_instead_of_thunked() {
+    // On aarch64 a leaf that returns its argument is one `ret`: 4 bytes, as large as `b`.
+    let clif = "function %id_a(i64) -> i64 system_v {\nblock0(v0: i64):\n    return v0\n}\n\
+                function %id_b(i64) -> i64 system_v {\nblock0(v0: i64):\n    return v0\n}\n";
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(clif, "tiny.clif").unwrap() {
+        module.add(p.func, Linkage::Export, false).unwrap();
+    }
+    let (bytes, summary) = object_for(
+        &module,
+        "aarch64-unknown-linux-gnu",
+        MergeMode::Trampolines,
+        &EmitOptions::default(),
+    );
+    let b = module.lookup(&FuncName::parse("%id_b").unwrap()).unwrap();
+    assert_eq!(summary.copied, vec![b]);
+    assert_eq!(summary.thunks, 0);
+    let syms = symbols(&bytes);
+    let file = object::File::parse(&*bytes).unwrap();
+    let data = file
+        .section_by_name(".text")
+        .unwrap()
+        .data()
+        .unwrap()
+        .to_vec();
+    let code = |name: &str| {
+        let (_, at, size) = symbol(&syms, name);
+        data[*at as usize..(*at + *size) as usize].to_vec()
+    };
+    assert_eq!(code("id_a"), code("id_b"));
+    assert_ne!(
+        symbol(&syms, "id_a").1,
+        symbol(&syms, "id_b").1,
+        "addresses stay distinct"
+    );
+}
+
+#[test]
+fn coff_objects_have_aliases_too() {
+    let module = example_module(&[]);
+    let (bytes, summary) = object_for(
+        &module,
+        "x86_64-pc-windows-gnu",
+        MergeMode::Aliases,
+        &EmitOptions::default(),
+    );
+    assert_eq!((summary.aliases, summary.thunks), (FOLDED.len(), 0));
+    let file = object::File::parse(&*bytes).unwrap();
+    assert_eq!(file.format(), object::BinaryFormat::Coff);
+    let addr = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap()
+            .address()
+    };
+    for (folded, kept) in FOLDED {
+        assert_eq!(addr(folded), addr(kept), "{folded}");
     }
 }
