@@ -70,6 +70,9 @@ pub struct Report {
     pub compiled: Option<usize>,
     /// Bytes of code in the object (when an object was written).
     pub text_bytes: Option<u64>,
+    /// Bytes of code the functions would take unmerged, estimated from the compiled bodies
+    /// (each function counted at the size of the body it runs; no padding).
+    pub unmerged_code_bytes_estimate: Option<u64>,
     /// Seconds per step.
     pub timings: Timings,
 }
@@ -125,22 +128,24 @@ impl Report {
             groups,
             compiled: emitted.map(|e| e.compiled),
             text_bytes: emitted.map(|e| e.text_bytes),
+            unmerged_code_bytes_estimate: emitted.map(|e| e.unmerged_code_bytes_estimate),
             timings,
         }
     }
 
     /// The summary table shown on a terminal.
     pub fn table(&self) -> String {
-        let cycles = self
-            .groups
-            .iter()
-            .filter(|g| g.found_by == FoundBy::Cycle)
-            .count();
+        let found = |by: FoundBy| self.groups.iter().filter(|g| g.found_by == by).count();
         let mut rows = vec![
             ("functions read", self.functions.to_string()),
             (
                 "groups of equal functions",
-                format!("{} ({} by cycle refinement)", self.groups.len(), cycles),
+                format!(
+                    "{} ({} by cycle refinement, {} by machine code)",
+                    self.groups.len(),
+                    found(FoundBy::Cycle),
+                    found(FoundBy::Code)
+                ),
             ),
             ("folded", self.merged.to_string()),
             ("  erased", self.actions.erased.to_string()),
@@ -150,8 +155,9 @@ impl Report {
         if let Some(c) = self.compiled {
             rows.push(("bodies compiled", c.to_string()));
         }
-        if let Some(b) = self.text_bytes {
-            rows.push((".text bytes", b.to_string()));
+        if let (Some(after), Some(before)) = (self.text_bytes, self.unmerged_code_bytes_estimate) {
+            rows.push((".text bytes", after.to_string()));
+            rows.push(("  unmerged (estimated)", before.to_string()));
         }
         let t = &self.timings;
         rows.push((

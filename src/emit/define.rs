@@ -273,6 +273,13 @@ pub fn define_all<M: CraneliftModule>(
             }
         }
     }
+    summary.unmerged_code_bytes_estimate = module
+        .indices()
+        .map(|f| {
+            let body = plan.group_of(f).map_or(f, |g| g.kept);
+            compiled.bodies[&body].bytes.len() as u64
+        })
+        .sum();
     let mut ids: HashMap<FuncName, FuncId> = own_id
         .iter()
         .map(|(&f, &id)| (module.get(f).name.clone(), id))

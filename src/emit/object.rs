@@ -103,6 +103,9 @@ pub struct EmitSummary {
     pub copied: Vec<FuncIndex>,
     /// Bytes of code in the object's text sections.
     pub text_bytes: u64,
+    /// Bytes of code the functions would take unmerged, estimated as the size of the body
+    /// each function runs (equal functions compile to the same code), without padding.
+    pub unmerged_code_bytes_estimate: u64,
     /// Seconds spent compiling.
     pub codegen_s: f64,
     /// Seconds spent defining symbols and writing the object.
