@@ -39,6 +39,7 @@
 
 pub mod detect;
 pub mod emit;
+mod guard;
 pub mod merge;
 pub mod names;
 pub mod plugin;

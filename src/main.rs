@@ -129,10 +129,27 @@ fn main() -> ExitCode {
         .filter(|p| p.as_os_str() != "-")
         .cloned()
         .collect();
+    // An output path that names an input (or a .clif file inside an input directory) is
+    // never removed on error: that would delete the input.
+    let inputs: Vec<PathBuf> = cli
+        .inputs
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    let is_input = |path: &Path| {
+        path.canonicalize().is_ok_and(|c| {
+            inputs.iter().any(|i| {
+                c == *i
+                    || (i.is_dir()
+                        && c.starts_with(i)
+                        && c.extension().is_some_and(|e| e == "clif"))
+            })
+        })
+    };
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            for path in &outputs {
+            for path in outputs.iter().filter(|p| !is_input(p)) {
                 let _ = std::fs::remove_file(path);
             }
             eprintln!("error: {message}");
@@ -236,6 +253,9 @@ fn run(cli: &Cli) -> Result<(), String> {
     // Merge.
     let start = Instant::now();
     progress.phase("merging", None);
+    // Module order is output order (symbols, sections, merged CLIF): by name, so that the
+    // object does not depend on the order in which the files were given.
+    parsed.sort_by_cached_key(|p| FuncName::of_function(&p.func));
     let mut module = Module::new();
     for p in parsed {
         let name = FuncName::of_function(&p.func);
@@ -266,12 +286,13 @@ fn run(cli: &Cli) -> Result<(), String> {
             };
             let (a, b) = (find(&pair[0])?, find(&pair[1])?);
             let (na, nb) = (&module.get(a).name, &module.get(b).name);
-            Some(match explain_in_plan(&module, &target, &plan, a, b) {
-                None if plan.same_body(a, b) => {
-                    format!("{na} and {nb} are equal: they share one body\n")
+            Some(if plan.same_body(a, b) {
+                format!("{na} and {nb} are equal: they share one body\n")
+            } else {
+                match explain_in_plan(&module, &target, &options, &plan, a, b) {
+                    None => format!("{na} and {nb} are equal\n"),
+                    Some(d) => format!("{na} and {nb} differ\n{d}\n"),
                 }
-                None => format!("{na} and {nb} are equal\n"),
-                Some(d) => format!("{na} and {nb} differ\n{d}\n"),
             })
         }
         None => None,

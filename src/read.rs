@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings::FlagsOrIsa;
 use cranelift_codegen::verify_function;
+use cranelift_reader::{ParseResult, TestFile};
 
 use crate::names::FuncName;
 
@@ -96,18 +97,50 @@ pub enum ReadError {
 pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFunction>, ReadError> {
     let path = path.as_ref();
     let cleaned = blank_preamble(text);
-    let file = cranelift_reader::parse_test(
-        &cleaned,
-        cranelift_reader::ParseOptions {
-            default_calling_convention: cranelift_codegen::isa::CallConv::Fast,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| ReadError::Parse {
-        path: path.to_path_buf(),
-        line: e.location.line_number,
-        message: e.message,
-    })?;
+    fn parse(text: &str) -> Result<ParseResult<TestFile<'_>>, String> {
+        crate::guard::unpanicked(|| {
+            cranelift_reader::parse_test(
+                text,
+                cranelift_reader::ParseOptions {
+                    default_calling_convention: cranelift_codegen::isa::CallConv::Fast,
+                    ..Default::default()
+                },
+            )
+        })
+    }
+    let file = match parse(&cleaned) {
+        Ok(Ok(file)) => file,
+        Ok(Err(e)) => {
+            return Err(ReadError::Parse {
+                path: path.to_path_buf(),
+                line: e.location.line_number,
+                message: e.message,
+            })
+        }
+        // The parser panics on some malformed input (an `assert!`): the line is the first
+        // one whose prefix of the text makes it panic.
+        Err(message) => {
+            let ends: Vec<usize> = cleaned.match_indices('\n').map(|(i, _)| i + 1).collect();
+            let panics = |lines: usize| {
+                let end = ends.get(lines - 1).copied().unwrap_or(cleaned.len());
+                parse(&cleaned[..end]).is_err()
+            };
+            let (mut lo, mut hi) = (1, ends.len() + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if panics(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            return Err(ReadError::Parse {
+                path: path.to_path_buf(),
+                line: lo,
+                message: format!("the CLIF parser failed: {message}"),
+            });
+        }
+    };
     Ok(file
         .functions
         .into_iter()
@@ -237,13 +270,66 @@ pub fn verify_all<'a>(
     fisa: impl Into<FlagsOrIsa<'a>> + Copy,
 ) -> Result<(), ReadError> {
     for f in functions {
-        if let Err(errors) = verify_function(&f.func, fisa) {
+        if let Some(message) = unchecked_by_cranelift(&f.func) {
             return Err(ReadError::Verify {
                 place: f.place(),
                 name: FuncName::of_function(&f.func).to_string(),
-                message: errors.to_string(),
+                message,
+            });
+        }
+        let verified =
+            crate::guard::unpanicked(|| verify_function(&f.func, fisa).map_err(|e| e.to_string()))
+                .unwrap_or_else(|message| Err(format!("- the verifier failed: {message}")));
+        if let Err(message) = verified {
+            return Err(ReadError::Verify {
+                place: f.place(),
+                name: FuncName::of_function(&f.func).to_string(),
+                message,
             });
         }
     }
     Ok(())
+}
+
+/// What Cranelift assumes instead of checking, as a verifier error: the parser accepts
+/// references to undefined global values and dynamic types in declarations, which the
+/// verifier, the comparator or code generation then index with (and panic); the verifier
+/// panics on a `vmctx` global value when the entry block is missing or has fewer
+/// parameters than the signature; code generation panics on a function without blocks.
+fn unchecked_by_cranelift(func: &Function) -> Option<String> {
+    use cranelift_codegen::ir::GlobalValueData;
+    let gv_ok = |gv| func.global_values.is_valid(gv);
+    if let Some(gv) = func.stack_limit.filter(|&gv| !gv_ok(gv)) {
+        return Some(format!("- stack_limit: undefined global value {gv}"));
+    }
+    for (gv, data) in func.global_values.iter() {
+        if let GlobalValueData::Load { base, .. } | GlobalValueData::IAddImm { base, .. } = data {
+            if !gv_ok(*base) {
+                return Some(format!("- {gv}: undefined global value {base}"));
+            }
+        }
+    }
+    for (dt, data) in func.dfg.dynamic_types.iter() {
+        if !gv_ok(data.dynamic_scale) {
+            return Some(format!(
+                "- {dt}: undefined global value {}",
+                data.dynamic_scale
+            ));
+        }
+    }
+    for (dss, data) in func.dynamic_stack_slots.iter() {
+        if !func.dfg.dynamic_types.is_valid(data.dyn_ty) {
+            return Some(format!("- {dss}: undefined dynamic type {}", data.dyn_ty));
+        }
+    }
+    let Some(entry) = func.layout.entry_block() else {
+        return Some("- the function has no blocks".to_string());
+    };
+    let (have, want) = (
+        func.dfg.num_block_params(entry),
+        func.signature.params.len(),
+    );
+    (have != want).then(|| {
+        format!("- {entry}: entry block parameters ({have}) must match function signature ({want})")
+    })
 }

@@ -35,8 +35,10 @@
 //!
 //! Direct call targets are encoded through a [`CallTargets`] policy: by name (with a call
 //! to oneself as a token of its own), or by the merger's current class of the callee.
-//! `func_addr` and `symbol` global values always encode the name: the address of a function
-//! is observable, so two functions that take their own addresses are different.
+//! `func_addr` and `symbol` global values encode the name (the address of a function is
+//! observable, so two functions that take their own addresses are different), unless the
+//! policy knows the address is that of a whole class: the merger's policy does so for a
+//! local function whose address nobody compares, which it erases into its group's body.
 
 use cranelift_codegen::ir::{
     self, AbiParam, ArgumentExtension, ArgumentPurpose, Block, BlockArg, BlockCall,
@@ -108,6 +110,18 @@ pub enum CallTarget {
 pub trait CallTargets {
     /// How the call through `callee` inside `func` is encoded.
     fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget;
+
+    /// How the address of `callee` (`func_addr`) is encoded. By name unless the policy
+    /// knows the address is that of a whole class (a local function whose address nobody
+    /// compares, which the merger erases into its group's body).
+    fn address_target(&self, _func: &Function, _callee: FuncRef) -> CallTarget {
+        CallTarget::Name
+    }
+
+    /// How the `symbol` global value `gv` is encoded; see [`CallTargets::address_target`].
+    fn symbol_target(&self, _func: &Function, _gv: GlobalValue) -> CallTarget {
+        CallTarget::Name
+    }
 }
 
 /// The detector's own policy: callees by name, and a call to oneself as [`CallTarget::SelfCall`].
@@ -459,29 +473,44 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     /// A direct call target: attributes, then identity by the [`CallTargets`] policy.
     fn call_target(&mut self, f: FuncRef, sink: &mut impl Sink) {
         self.ext_func_attributes(f, sink);
-        match self.calls.call_target(self.func, f) {
-            CallTarget::SelfCall => self.push(sink, 0, "callee (a call to itself)"),
-            CallTarget::Class(class) => {
-                self.push(sink, 1, "callee");
-                self.push(sink, class.into(), "callee (its class of equal functions)");
-            }
-            CallTarget::Name => {
-                self.push(sink, 2, "callee");
-                let func = self.func;
-                self.name(&func.dfg.ext_funcs[f].name, sink, "callee");
-            }
-        }
+        let func = self.func;
+        let policy = self.calls.call_target(func, f);
+        self.target_identity(policy, &func.dfg.ext_funcs[f].name, sink, "callee");
     }
 
-    /// A function whose address is taken: always by name (see the module docs).
+    /// A function whose address is taken: by name unless the policy says otherwise (see
+    /// the module docs).
     fn func_addr_target(&mut self, f: FuncRef, sink: &mut impl Sink) {
         self.ext_func_attributes(f, sink);
         let func = self.func;
-        self.name(
+        let policy = self.calls.address_target(func, f);
+        self.target_identity(
+            policy,
             &func.dfg.ext_funcs[f].name,
             sink,
             "function whose address is taken",
         );
+    }
+
+    /// A target's identity under `policy`: itself, its class, or its name.
+    fn target_identity(
+        &mut self,
+        policy: CallTarget,
+        name: &ExternalName,
+        sink: &mut impl Sink,
+        what: What,
+    ) {
+        match policy {
+            CallTarget::SelfCall => self.push(sink, 0, what),
+            CallTarget::Class(class) => {
+                self.push(sink, 1, what);
+                self.push(sink, class.into(), what);
+            }
+            CallTarget::Name => {
+                self.push(sink, 2, what);
+                self.name(name, sink, what);
+            }
+        }
     }
 
     fn sig_ref(&mut self, sig: SigRef, sink: &mut impl Sink) {
@@ -586,7 +615,8 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                     let (offset, colocated, tls) = (offset.bits(), *colocated, *tls);
                     self.push(sink, 3, "global value kind (symbol)");
                     self.push(sink, ptr, "global value type");
-                    self.name(name, sink, "symbol");
+                    let policy = self.calls.symbol_target(func, gv);
+                    self.target_identity(policy, name, sink, "symbol");
                     self.push(sink, offset as Token, "symbol offset");
                     self.push(sink, colocated as Token, "symbol colocated flag");
                     self.push(sink, tls as Token, "symbol tls flag");

@@ -1,15 +1,16 @@
 //! `--emit-clif`: the merged module as CLIF text that cranelift-reader parses back.
 //!
-//! Kept functions appear with their callers redirected (calls to a folded function name the
-//! kept one; uses of an erased function name the kept one); shared local bodies appear
-//! under their own name; every thunk, and every alias (CLIF has no aliases), appears as a
-//! CLIF thunk that forwards its arguments to the body. An alias is marked by a comment.
-//! Erased functions are gone.
+//! Kept functions appear with their calls redirected (a call to a folded function names the
+//! kept one); shared local bodies appear under their own name; every thunk, and every
+//! alias (CLIF has no aliases), appears as a CLIF thunk that forwards its arguments to the
+//! body. An alias is marked by a comment. Erased functions are gone, except those whose
+//! address some function takes: they appear as an alias, so the address keeps its name.
 
 use std::fmt::Write as _;
 
-use cranelift_codegen::ir::{self, GlobalValueData, InstructionData};
+use cranelift_codegen::ir::{self, InstructionData};
 use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_entity::SecondaryMap;
 
 use super::thunk::{clif_thunk, external_name, user_func_name};
 use crate::merge::{Action, Body, FuncIndex, MergePlan, Module};
@@ -21,6 +22,12 @@ pub fn merged_clif(
     plan: &MergePlan,
     frontend_config: TargetFrontendConfig,
 ) -> String {
+    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for f in module.indices() {
+        for g in module.references(f).addresses {
+            address_used[g] = true;
+        }
+    }
     let mut out = String::new();
     for (f, m) in module.iter() {
         let group = plan.group_of(f);
@@ -44,13 +51,23 @@ pub fn merged_clif(
             Action::Keep => {
                 let _ = writeln!(out, "{}", redirected(module, plan, f).display());
             }
-            Action::Erased => {}
-            action @ (Action::Alias | Action::Thunk) => {
+            Action::Erased if !address_used[f] => {}
+            action @ (Action::Erased | Action::Alias | Action::Thunk) => {
                 let target = body_name.expect("a folded function has a group");
-                if action == Action::Alias {
-                    let _ = writeln!(out, "; clif-merge: {} is an alias of {}", m.name, target);
+                match action {
+                    Action::Alias => {
+                        let _ = writeln!(out, "; clif-merge: {} is an alias of {}", m.name, target);
+                    }
+                    Action::Erased => {
+                        let _ = writeln!(
+                            out,
+                            "; clif-merge: {} is erased; its address is that of {}",
+                            m.name, target
+                        );
+                    }
+                    _ => {}
                 }
-                let thunk = clif_thunk(&m.name, &m.func.signature, &target, frontend_config);
+                let thunk = clif_thunk(&m.name, &m.func.signature, &target, frontend_config, false);
                 let _ = writeln!(out, "{}", thunk.display());
             }
         }
@@ -58,8 +75,10 @@ pub fn merged_clif(
     out
 }
 
-/// A copy of `f` whose references follow the plan: calls to a redirected function and any
-/// use of an erased one name the kept function.
+/// A copy of `f` whose direct calls follow the plan: a call to a redirected or erased
+/// function names the kept function. Address uses (`func_addr`, `symbol`) keep their
+/// names: emission resolves an erased name to its group's body, and `--emit-clif` keeps
+/// such a name as an alias.
 pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
     let mut func = module.get(f).func.clone();
     let mut address_use = vec![false; func.dfg.ext_funcs.len()];
@@ -70,35 +89,21 @@ pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Functi
             }
         }
     }
-    let new_target = |g: FuncIndex, address: bool| -> Option<FuncName> {
-        let group = plan.group_of(g)?;
-        let kept = module.get(group.kept).name.clone();
-        match plan.action(g) {
-            Action::Erased => Some(kept),
-            _ if !address => plan.redirect(g).map(|_| kept),
-            _ => None,
-        }
-    };
     let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
     for fref in refs {
-        let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
-        if let Some(g) = module.lookup(&name) {
-            if let Some(to) = new_target(g, address_use[fref.as_u32() as usize]) {
-                func.dfg.ext_funcs[fref].name = external_name(&mut func, &to);
-            }
+        if address_use[fref.as_u32() as usize] {
+            continue;
         }
-    }
-    let gvs: Vec<ir::GlobalValue> = func.global_values.keys().collect();
-    for gv in gvs {
-        let GlobalValueData::Symbol { name, .. } = &func.global_values[gv] else {
+        let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
+        let Some(g) = module.lookup(&name) else {
             continue;
         };
-        let resolved = FuncName::of_external(&func, name);
-        if let Some(to) = module.lookup(&resolved).and_then(|g| new_target(g, true)) {
-            let new_name = external_name(&mut func, &to);
-            if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
-                *name = new_name;
-            }
+        let Some(group) = plan.group_of(g) else {
+            continue;
+        };
+        if plan.action(g) == Action::Erased || plan.redirect(g).is_some() {
+            let kept = module.get(group.kept).name.clone();
+            func.dfg.ext_funcs[fref].name = external_name(&mut func, &kept);
         }
     }
     func

@@ -149,6 +149,15 @@ fn symbolized(
 ) -> ir::Function {
     let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
     for fref in refs {
+        // cranelift-reader fills gaps in `fnN` numbering with placeholders whose signature
+        // reference is invalid; nothing uses them.
+        if !func
+            .dfg
+            .signatures
+            .is_valid(func.dfg.ext_funcs[fref].signature)
+        {
+            continue;
+        }
         let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
         let sig = func.dfg.signatures[func.dfg.ext_funcs[fref].signature].clone();
         symbols.signatures.entry(name.clone()).or_insert(sig);
@@ -179,8 +188,14 @@ fn symbolized(
 
 fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
     let mut ctx = cranelift_codegen::Context::for_function(func);
-    ctx.compile(isa, &mut ControlPlane::default())
-        .map_err(|e| format!("{:?}", e.inner))?;
+    // Cranelift's backends assert some things the verifier does not check (i128 arguments
+    // without the LLVM ABI flag, `sret` returns, ...): a panic is an error here.
+    crate::guard::unpanicked(|| {
+        ctx.compile(isa, &mut ControlPlane::default())
+            .map(|_| ())
+            .map_err(|e| format!("{:?}", e.inner))
+    })
+    .map_err(|panic| format!("Cranelift failed: {panic}"))??;
     let code = ctx.compiled_code().expect("compiled above");
     // `FunctionOffset` relocations name this placeholder id; definition replaces it.
     let placeholder = FuncId::from_u32(u32::MAX);

@@ -69,6 +69,7 @@ pub fn define_all<M: CraneliftModule>(
 ) -> Result<Defined, EmitError> {
     let arch = m.isa().triple().architecture;
     let frontend = m.isa().frontend_config();
+    let tail_calls = m.isa().flags().preserve_frame_pointers();
     let jump_size = TargetInfo::new(m.isa().triple().clone())
         .ok()
         .and_then(|t| t.jump_thunk_size())
@@ -265,10 +266,17 @@ pub fn define_all<M: CraneliftModule>(
                         index: body.as_u32(),
                     },
                     frontend,
+                    tail_calls,
                 );
                 let mut ctx = cranelift_codegen::Context::for_function(func);
-                m.define_function(id, &mut ctx)
-                    .map_err(|e| module_error(context(), e))?;
+                crate::guard::unpanicked(|| {
+                    m.define_function(id, &mut ctx)
+                        .map_err(|e| module_error(context(), e))
+                })
+                .map_err(|panic| EmitError::Codegen {
+                    function: mf.name.to_string(),
+                    message: format!("Cranelift failed on the thunk: {panic}"),
+                })??;
                 summary.thunks += 1;
             }
         }

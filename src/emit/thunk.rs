@@ -56,12 +56,15 @@ pub fn jump_thunk(arch: Architecture, target: FuncId) -> Option<JumpThunk> {
 }
 
 /// A thunk as CLIF: a function named `name` with `signature` that passes its arguments to
-/// `target` and returns what it returns.
+/// `target` and returns what it returns. With `tail_calls` (only valid for the `tail`
+/// convention, and on x86_64 only with `preserve_frame_pointers`), a `tail` thunk is a
+/// `return_call`; otherwise it calls and returns.
 pub fn clif_thunk(
     name: &FuncName,
     signature: &ir::Signature,
     target: &FuncName,
     frontend_config: TargetFrontendConfig,
+    tail_calls: bool,
 ) -> ir::Function {
     let mut func = ir::Function::with_name_signature(user_func_name(name), signature.clone());
     let mut ctx = FunctionBuilderContext::new();
@@ -79,7 +82,7 @@ pub fn clif_thunk(
         patchable: false,
     });
     let args = b.block_params(block).to_vec();
-    if signature.call_conv == CallConv::Tail {
+    if tail_calls && signature.call_conv == CallConv::Tail {
         b.ins().return_call(callee, &args);
     } else {
         let call = b.ins().call(callee, &args);

@@ -73,12 +73,25 @@ pub fn fold_compiled(
                 }
                 _ => None,
             };
-            match callee {
-                Some(g) => {
+            // The address of an erased function is its group's body's.
+            let erased_into = match r.name.clone() {
+                ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
+                    module
+                        .lookup(compiled.symbols.function_name(index))
+                        .filter(|&g| plan.action(g) == super::plan::Action::Erased)
+                        .map(body_of)
+                }
+                _ => None,
+            };
+            match (callee, erased_into) {
+                (Some(g), _) => {
                     key.extend(b"call|");
                     callees[owner].push(g);
                 }
-                None => key.extend(format!("{:?}|", r.name).as_bytes()),
+                (None, Some(body)) => {
+                    key.extend(format!("address of body {}|", body.as_u32()).as_bytes())
+                }
+                (None, None) => key.extend(format!("{:?}|", r.name).as_bytes()),
             }
         }
         by_code.entry(key).or_default().push(owner);

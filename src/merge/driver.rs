@@ -31,12 +31,13 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use cranelift_codegen::ir::{FuncRef, Function};
+use cranelift_codegen::ir::{FuncRef, Function, GlobalValue};
 use cranelift_entity::SecondaryMap;
 use rayon::prelude::*;
 
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::FoundBy;
+use super::{MergeMode, MergeOptions};
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
 use crate::detect::function_hash;
 use crate::target::TargetInfo;
@@ -83,19 +84,33 @@ impl Classes {
 /// Per-function facts the driver needs.
 struct Facts {
     func_refs: SecondaryMap<FuncIndex, Vec<Option<FuncIndex>>>,
+    symbols: SecondaryMap<FuncIndex, Vec<Option<FuncIndex>>>,
+    /// Functions that call it, or take the address of it when that address is its class's.
     callers: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
     redirectable: SecondaryMap<FuncIndex, bool>,
+    /// Local, and nobody compares its address: if it folds it is erased, and its address
+    /// becomes its group's body's. Its address can be encoded by class.
+    address_is_class: SecondaryMap<FuncIndex, bool>,
     hash: SecondaryMap<FuncIndex, u64>,
 }
 
 impl Facts {
-    fn new(module: &Module) -> Self {
+    fn new(module: &Module, options: &MergeOptions) -> Self {
         let mut facts = Facts {
             func_refs: SecondaryMap::with_capacity(module.len()),
+            symbols: SecondaryMap::with_capacity(module.len()),
             callers: SecondaryMap::with_capacity(module.len()),
             redirectable: SecondaryMap::with_capacity(module.len()),
+            address_is_class: SecondaryMap::with_capacity(module.len()),
             hash: SecondaryMap::with_capacity(module.len()),
         };
+        for (f, m) in module.iter() {
+            facts.redirectable[f] = m.linkage != Linkage::Preemptible;
+            facts.address_is_class[f] = m.linkage == Linkage::Local
+                && (options.mode == MergeMode::Aliases
+                    || options.addresses_insignificant
+                    || m.unnamed_addr);
+        }
         // References and hashes are independent per function: computed in parallel, then
         // gathered in index order (the result does not depend on the thread count).
         let indices: Vec<FuncIndex> = module.indices().collect();
@@ -107,8 +122,13 @@ impl Facts {
             for &callee in &refs.calls {
                 facts.callers[callee].push(f);
             }
+            for &target in &refs.addresses {
+                if facts.address_is_class[target] && !refs.calls.contains(&target) {
+                    facts.callers[target].push(f);
+                }
+            }
             facts.func_refs[f] = refs.func_refs;
-            facts.redirectable[f] = module.get(f).linkage != Linkage::Preemptible;
+            facts.symbols[f] = refs.symbols;
             facts.hash[f] = hash;
         }
         facts
@@ -122,6 +142,25 @@ impl Facts {
             .flatten()
             .filter(|&c| self.redirectable[c])
     }
+
+    /// The module function whose address `func_addr` of `callee` takes, when that address
+    /// is its class's.
+    fn class_address(&self, caller: FuncIndex, callee: FuncRef) -> Option<FuncIndex> {
+        self.func_refs[caller]
+            .get(callee.as_u32() as usize)
+            .copied()
+            .flatten()
+            .filter(|&c| self.address_is_class[c])
+    }
+
+    /// The same for the `symbol` global value `gv`.
+    fn class_symbol(&self, caller: FuncIndex, gv: GlobalValue) -> Option<FuncIndex> {
+        self.symbols[caller]
+            .get(gv.as_u32() as usize)
+            .copied()
+            .flatten()
+            .filter(|&c| self.address_is_class[c])
+    }
 }
 
 /// Phase 1's policy: callees by their current class.
@@ -131,9 +170,9 @@ struct ByClass<'d> {
     caller: FuncIndex,
 }
 
-impl CallTargets for ByClass<'_> {
-    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        match self.facts.redirectable_callee(self.caller, callee) {
+impl ByClass<'_> {
+    fn class_token(&self, target: Option<FuncIndex>) -> CallTarget {
+        match target {
             None => CallTarget::Name,
             Some(c) => {
                 let class = self.classes.root[c];
@@ -147,6 +186,20 @@ impl CallTargets for ByClass<'_> {
     }
 }
 
+impl CallTargets for ByClass<'_> {
+    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        self.class_token(self.facts.redirectable_callee(self.caller, callee))
+    }
+
+    fn address_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        self.class_token(self.facts.class_address(self.caller, callee))
+    }
+
+    fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
+        self.class_token(self.facts.class_symbol(self.caller, gv))
+    }
+}
+
 /// Phase 2's policy: every redirectable callee is a placeholder, recorded in order.
 struct Placeholder<'d> {
     facts: &'d Facts,
@@ -154,15 +207,29 @@ struct Placeholder<'d> {
     recorded: RefCell<Vec<FuncIndex>>,
 }
 
-impl CallTargets for Placeholder<'_> {
-    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        match self.facts.redirectable_callee(self.caller, callee) {
+impl Placeholder<'_> {
+    fn placeholder(&self, target: Option<FuncIndex>) -> CallTarget {
+        match target {
             None => CallTarget::Name,
             Some(c) => {
                 self.recorded.borrow_mut().push(c);
                 CallTarget::Class(0)
             }
         }
+    }
+}
+
+impl CallTargets for Placeholder<'_> {
+    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        self.placeholder(self.facts.redirectable_callee(self.caller, callee))
+    }
+
+    fn address_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        self.placeholder(self.facts.class_address(self.caller, callee))
+    }
+
+    fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
+        self.placeholder(self.facts.class_symbol(self.caller, gv))
     }
 }
 
@@ -173,9 +240,9 @@ type TreeKey = (u64, Vec<Token>);
 pub(crate) fn find_groups(
     module: &Module,
     target: &TargetInfo,
-    fold_cycles: bool,
+    options: &MergeOptions,
 ) -> Vec<(Vec<FuncIndex>, FoundBy)> {
-    let facts = Facts::new(module);
+    let facts = Facts::new(module, options);
     let mut classes = Classes::new(module);
 
     let mut hash_count: HashMap<u64, u32> = HashMap::new();
@@ -188,7 +255,7 @@ pub(crate) fn find_groups(
         .collect();
 
     fold_in_tree(module, target, &facts, &mut classes, candidates.clone());
-    if fold_cycles {
+    if options.fold_cycles {
         refine_cycles(module, target, &facts, &mut classes, &candidates);
     }
 

@@ -15,7 +15,7 @@ pub mod policy;
 pub use module::{FuncIndex, Linkage, Module, ModuleError, ModuleFunction};
 pub use plan::{Action, Body, FoundBy, Group, MergePlan};
 
-use cranelift_codegen::ir::{FuncRef, Function};
+use cranelift_codegen::ir::{FuncRef, Function, GlobalValue};
 
 use crate::detect::{CallTarget, CallTargets};
 use crate::target::TargetInfo;
@@ -69,19 +69,26 @@ impl Default for MergeOptions {
 
 /// The first difference between `a` and `b` as the merger sees them: a direct call
 /// into the caller's own group is a call to itself, a call into another group is that
-/// group, anything else is by name. `None` when they are equal.
+/// group, and so is the address of a local function whose address nobody compares;
+/// anything else is by name. `None` when they are equal.
 pub fn explain_in_plan(
     module: &Module,
     target: &TargetInfo,
+    options: &MergeOptions,
     plan: &MergePlan,
     a: FuncIndex,
     b: FuncIndex,
 ) -> Option<crate::detect::Difference> {
-    let by_plan = |caller: FuncIndex| ByPlan {
-        module,
-        plan,
-        refs: module.references(caller).func_refs,
-        caller,
+    let by_plan = |caller: FuncIndex| {
+        let refs = module.references(caller);
+        ByPlan {
+            module,
+            options,
+            plan,
+            func_refs: refs.func_refs,
+            symbols: refs.symbols,
+            caller,
+        }
     };
     let (left, right) = (by_plan(a), by_plan(b));
     // One policy per side: each side's calls are judged from that side.
@@ -95,24 +102,62 @@ pub fn explain_in_plan(
 
 struct ByPlan<'m> {
     module: &'m Module,
+    options: &'m MergeOptions,
     plan: &'m MergePlan,
-    refs: Vec<Option<FuncIndex>>,
+    func_refs: Vec<Option<FuncIndex>>,
+    symbols: Vec<Option<FuncIndex>>,
     caller: FuncIndex,
+}
+
+impl ByPlan<'_> {
+    fn group_token(&self, target: FuncIndex) -> CallTarget {
+        let group = |f: FuncIndex| self.plan.group_of(f).map_or(f, |g| g.kept);
+        if group(target) == group(self.caller) {
+            CallTarget::SelfCall
+        } else {
+            CallTarget::Class(group(target).as_u32())
+        }
+    }
+
+    /// The driver's rule: a local function whose address nobody compares.
+    fn address_is_class(&self, f: FuncIndex) -> bool {
+        let m = self.module.get(f);
+        m.linkage == Linkage::Local
+            && (self.options.mode == MergeMode::Aliases
+                || self.options.addresses_insignificant
+                || m.unnamed_addr)
+    }
 }
 
 impl CallTargets for ByPlan<'_> {
     fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        let Some(c) = self.refs.get(callee.as_u32() as usize).copied().flatten() else {
-            return CallTarget::Name;
-        };
-        if self.module.get(c).linkage == Linkage::Preemptible {
-            return CallTarget::Name;
+        match self
+            .func_refs
+            .get(callee.as_u32() as usize)
+            .copied()
+            .flatten()
+        {
+            Some(c) if self.module.get(c).linkage != Linkage::Preemptible => self.group_token(c),
+            _ => CallTarget::Name,
         }
-        let group = |f: FuncIndex| self.plan.group_of(f).map_or(f, |g| g.kept);
-        if group(c) == group(self.caller) {
-            CallTarget::SelfCall
-        } else {
-            CallTarget::Class(group(c).as_u32())
+    }
+
+    fn address_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
+        match self
+            .func_refs
+            .get(callee.as_u32() as usize)
+            .copied()
+            .flatten()
+        {
+            Some(c) if self.address_is_class(c) => self.group_token(c),
+            _ => CallTarget::Name,
+        }
+    }
+
+    fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
+        match self.symbols.get(gv.as_u32() as usize).copied().flatten() {
+            Some(c) if self.address_is_class(c) => self.group_token(c),
+            _ => CallTarget::Name,
         }
     }
 }
@@ -124,13 +169,27 @@ struct Sided<'a> {
     left_func: &'a Function,
 }
 
+impl Sided<'_> {
+    fn side(&self, func: &Function) -> &ByPlan<'_> {
+        if std::ptr::eq(func, self.left_func) {
+            &self.left
+        } else {
+            &self.right
+        }
+    }
+}
+
 impl CallTargets for Sided<'_> {
     fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
-        if std::ptr::eq(func, self.left_func) {
-            self.left.call_target(func, callee)
-        } else {
-            self.right.call_target(func, callee)
-        }
+        self.side(func).call_target(func, callee)
+    }
+
+    fn address_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
+        self.side(func).address_target(func, callee)
+    }
+
+    fn symbol_target(&self, func: &Function, gv: GlobalValue) -> CallTarget {
+        self.side(func).symbol_target(func, gv)
     }
 }
 
@@ -140,7 +199,7 @@ pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Me
     if options.mode == MergeMode::Disabled {
         return MergePlan::default();
     }
-    let groups = driver::find_groups(module, target, options.fold_cycles);
+    let groups = driver::find_groups(module, target, options);
     policy::plan_groups(module, target, options, groups)
 }
 

@@ -59,6 +59,8 @@ pub struct References {
     pub calls: Vec<FuncIndex>,
     /// Module functions whose address it takes (`func_addr`, `symbol`).
     pub addresses: Vec<FuncIndex>,
+    /// For each global value of the function: the module function a `symbol` names, if any.
+    pub symbols: Vec<Option<FuncIndex>>,
 }
 
 impl Module {
@@ -163,10 +165,14 @@ impl Module {
             }
         }
         for gv in func.global_values.values() {
-            if let GlobalValueData::Symbol { name, .. } = gv {
-                refs.addresses
-                    .extend(self.lookup(&FuncName::of_external(func, name)));
-            }
+            let named = match gv {
+                GlobalValueData::Symbol { name, .. } => {
+                    self.lookup(&FuncName::of_external(func, name))
+                }
+                _ => None,
+            };
+            refs.addresses.extend(named);
+            refs.symbols.push(named);
         }
         refs.func_refs = func_refs;
         refs.calls.sort_unstable();
