@@ -510,3 +510,52 @@ fn coff_objects_have_aliases_too() {
         assert_eq!(addr(folded), addr(kept), "{folded}");
     }
 }
+
+#[test]
+fn addresses_of_folded_local_functions_follow_the_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        root().join("fixtures/merger/address_of_erased_function_is_its_body.clif"),
+    )
+    .unwrap();
+    let c = "#include <stdio.h>\nlong p(void), q(void);\nint main(void) { printf(\"%d\\n\", p() == q()); return 0; }\n";
+    let harness = write(dir.path(), "addr.c", c.as_bytes());
+    for (mode, same) in [
+        (MergeMode::Aliases, "1"),
+        (MergeMode::Trampolines, "0"),
+        (MergeMode::Disabled, "0"),
+    ] {
+        let mut module = Module::new();
+        for p in clif_merge::read::parse_clif(&text, "addr.clif").unwrap() {
+            let local = matches!(
+                FuncName::of_function(&p.func).to_string().as_str(),
+                "%x1" | "%x2"
+            );
+            module
+                .add(
+                    p.func,
+                    if local {
+                        Linkage::Local
+                    } else {
+                        Linkage::Export
+                    },
+                    false,
+                )
+                .unwrap();
+        }
+        let (bytes, _) = object_for(
+            &module,
+            "x86_64-unknown-linux-gnu",
+            mode,
+            &EmitOptions::default(),
+        );
+        let obj = write(dir.path(), &format!("addr_{mode:?}.o"), &bytes);
+        let exe = dir.path().join(format!("addr_{mode:?}"));
+        run(Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&harness)
+            .arg(&obj));
+        assert_eq!(run(&mut Command::new(&exe)).trim(), same, "{mode:?}");
+    }
+}
