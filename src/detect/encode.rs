@@ -145,6 +145,8 @@ const TAG_BLOCK: Token = 0xC1F0_0000_0000_0002;
 const TAG_BLOCK_END: Token = 0xC1F0_0000_0000_0003;
 const TAG_END: Token = 0xC1F0_0000_0000_0004;
 const TAG_INST: Token = 0xC1F0_0000_0001_0000; // | opcode
+/// An entity the function names but does not declare (the reader allows a few).
+const UNDECLARED: Token = Token::MAX;
 
 /// Encodes one function chunk by chunk: the header, then one chunk per block of the walk,
 /// then the trailer.
@@ -353,8 +355,13 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             .iter()
             .filter(|(slot, _)| !self.dynamic_slots.seen(*slot))
             .map(|(_, d)| {
-                let ty = &func.dfg.dynamic_types[d.dyn_ty];
-                let scale = func.global_values[ty.dynamic_scale].to_string();
+                let Some(ty) = func.dfg.dynamic_types.get(d.dyn_ty) else {
+                    return (slot_kind_token(d.kind), UNDECLARED, String::new());
+                };
+                let scale = func
+                    .global_values
+                    .get(ty.dynamic_scale)
+                    .map_or_else(String::new, |gv| gv.to_string());
                 (
                     slot_kind_token(d.kind),
                     type_token(ty.base_vector_ty),
@@ -557,7 +564,12 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             let d = &self.func.dynamic_stack_slots[slot];
             let (kind, dyn_ty) = (d.kind, d.dyn_ty);
             self.push(sink, slot_kind_token(kind), "dynamic stack slot kind");
-            let ty = &self.func.dfg.dynamic_types[dyn_ty];
+            // The reader accepts an undeclared dynamic type (and the printer omits their
+            // declarations): a token of its own, never a panic.
+            let Some(ty) = self.func.dfg.dynamic_types.get(dyn_ty) else {
+                self.push(sink, UNDECLARED, "dynamic type (undeclared)");
+                return;
+            };
             let (base, scale) = (ty.base_vector_ty, ty.dynamic_scale);
             self.push(sink, type_token(base), "dynamic type");
             self.global_value(scale, sink);
