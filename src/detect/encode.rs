@@ -178,9 +178,10 @@ struct Serials<K: cranelift_entity::EntityRef> {
 }
 
 impl<K: cranelift_entity::EntityRef> Serials<K> {
-    fn new() -> Self {
+    /// Room for `n` entities, so that numbering never reallocates.
+    fn with_capacity(n: usize) -> Self {
         Self {
-            map: SecondaryMap::new(),
+            map: SecondaryMap::with_capacity(n),
             next: 0,
         }
     }
@@ -213,11 +214,11 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             walk: CfgWalk::new(func),
             state: State::Header,
             inst: None,
-            values: Serials::new(),
-            blocks: Serials::new(),
-            global_values: Serials::new(),
-            stack_slots: Serials::new(),
-            dynamic_slots: Serials::new(),
+            values: Serials::with_capacity(func.dfg.num_values()),
+            blocks: Serials::with_capacity(func.dfg.num_blocks()),
+            global_values: Serials::with_capacity(func.global_values.len()),
+            stack_slots: Serials::with_capacity(func.sized_stack_slots.len()),
+            dynamic_slots: Serials::with_capacity(func.dynamic_stack_slots.len()),
         }
     }
 

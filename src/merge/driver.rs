@@ -354,22 +354,41 @@ fn refine_cycles(
     classes: &mut Classes,
     candidates: &[FuncIndex],
 ) {
-    // Optimistic start: group class roots by their encoding with callees as placeholders.
+    // Only class roots that still share their hash with another root can be in a cycle
+    // group (the placeholder encoding contains everything the hash reads).
+    let mut roots_per_hash: HashMap<u64, u32> = HashMap::new();
+    let roots: Vec<FuncIndex> = candidates
+        .iter()
+        .copied()
+        .filter(|&f| classes.root[f] == f)
+        .collect();
+    for &f in &roots {
+        *roots_per_hash.entry(facts.hash[f]).or_default() += 1;
+    }
+    let roots: Vec<FuncIndex> = roots
+        .into_iter()
+        .filter(|f| roots_per_hash[&facts.hash[*f]] > 1)
+        .collect();
+    // Optimistic start: group them by their encoding with callees as placeholders
+    // (encoded in parallel, gathered in index order).
+    let encoded: Vec<(TreeKey, Vec<FuncIndex>)> = roots
+        .par_iter()
+        .map(|&f| {
+            let calls = Placeholder {
+                facts,
+                caller: f,
+                recorded: RefCell::new(Vec::new()),
+            };
+            let mut tokens = Vec::new();
+            Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
+            ((facts.hash[f], tokens), calls.recorded.into_inner())
+        })
+        .collect();
     let mut by_shape: BTreeMap<TreeKey, Vec<FuncIndex>> = BTreeMap::new();
     let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
-    for &f in candidates {
-        if classes.root[f] != f {
-            continue;
-        }
-        let calls = Placeholder {
-            facts,
-            caller: f,
-            recorded: RefCell::new(Vec::new()),
-        };
-        let mut tokens = Vec::new();
-        Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
-        callees[f] = calls.recorded.into_inner();
-        by_shape.entry((facts.hash[f], tokens)).or_default().push(f);
+    for (&f, (key, recorded)) in roots.iter().zip(encoded) {
+        callees[f] = recorded;
+        by_shape.entry(key).or_default().push(f);
     }
     let groups: Vec<Vec<FuncIndex>> = by_shape.into_values().filter(|g| g.len() > 1).collect();
     if groups.is_empty() {
