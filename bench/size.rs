@@ -320,11 +320,12 @@ fn print(results: &[CorpusResult]) {
                     100.0 * (off - on) / off
                 ),
             ),
-            None => (
+            None if r.plan_bodies == r.functions => (
                 "–".into(),
                 "–".into(),
                 "none: every body is compiled".into(),
             ),
+            None => ("–".into(), "–".into(), "not measured".into()),
         };
         println!(
             "| {} | {} | {} | {} / {} | {} | {} | {} |",
