@@ -91,6 +91,8 @@ struct Facts {
     /// Local, and nobody compares its address: if it folds it is erased, and its address
     /// becomes its group's body's. Its address can be encoded by class.
     address_is_class: SecondaryMap<FuncIndex, bool>,
+    /// Some function takes its address (`func_addr`, `symbol`).
+    address_used: SecondaryMap<FuncIndex, bool>,
     hash: SecondaryMap<FuncIndex, u64>,
 }
 
@@ -102,6 +104,7 @@ impl Facts {
             callers: SecondaryMap::with_capacity(module.len()),
             redirectable: SecondaryMap::with_capacity(module.len()),
             address_is_class: SecondaryMap::with_capacity(module.len()),
+            address_used: SecondaryMap::with_capacity(module.len()),
             hash: SecondaryMap::with_capacity(module.len()),
         };
         for (f, m) in module.iter() {
@@ -123,6 +126,7 @@ impl Facts {
                 facts.callers[callee].push(f);
             }
             for &target in &refs.addresses {
+                facts.address_used[target] = true;
                 if facts.address_is_class[target] && !refs.calls.contains(&target) {
                     facts.callers[target].push(f);
                 }
@@ -237,11 +241,7 @@ type TreeKey = (u64, Vec<Token>);
 
 /// Find every group of equal functions. Each group is returned with its members in index
 /// order; groups are in order of their first member.
-pub(crate) fn find_groups(
-    module: &Module,
-    target: &TargetInfo,
-    options: &MergeOptions,
-) -> Vec<(Vec<FuncIndex>, FoundBy)> {
+pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
     let facts = Facts::new(module, options);
     let mut classes = Classes::new(module);
 
@@ -259,7 +259,7 @@ pub(crate) fn find_groups(
         refine_cycles(module, target, &facts, &mut classes, &candidates);
     }
 
-    module
+    let groups = module
         .indices()
         .filter(|&f| classes.root[f] == f && classes.members[f].len() > 1)
         .map(|f| {
@@ -267,7 +267,19 @@ pub(crate) fn find_groups(
             members.sort_unstable();
             (members, classes.found_by[f].unwrap_or(FoundBy::Tree))
         })
-        .collect()
+        .collect();
+    Found {
+        groups,
+        address_used: facts.address_used,
+    }
+}
+
+/// The groups of equal functions, and what the policy needs from the call graph.
+pub(crate) struct Found {
+    /// Each group with its members in index order, in order of their first member.
+    pub groups: Vec<(Vec<FuncIndex>, FoundBy)>,
+    /// Functions whose address some function takes.
+    pub address_used: SecondaryMap<FuncIndex, bool>,
 }
 
 /// Phase 1: the seeds' worklist and tree of unique functions.

@@ -199,8 +199,8 @@ pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Me
     if options.mode == MergeMode::Disabled {
         return MergePlan::default();
     }
-    let groups = driver::find_groups(module, target, options);
-    policy::plan_groups(module, target, options, groups)
+    let found = driver::find_groups(module, target, options);
+    policy::plan_groups(module, target, options, found.groups, &found.address_used)
 }
 
 /// Extend `plan` with the groups whose bodies compiled to the same machine code
@@ -239,5 +239,11 @@ pub fn fold_machine_code(
         })
         .collect();
     groups.extend(code_groups);
-    policy::plan_groups(module, target, options, groups)
+    policy::plan_groups(
+        module,
+        target,
+        options,
+        groups,
+        &policy::address_used(module),
+    )
 }

@@ -43,19 +43,27 @@ fn keep_rank(module: &Module, f: FuncIndex) -> impl Ord + '_ {
     (Reverse(strong), Reverse(external), &m.name)
 }
 
-/// Build the plan for `groups` (each a set of equal functions).
+/// Which functions have their address taken by some function of the module
+/// (`func_addr`, `symbol`).
+pub(crate) fn address_used(module: &Module) -> SecondaryMap<FuncIndex, bool> {
+    let mut used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for f in module.indices() {
+        for a in module.references(f).addresses {
+            used[a] = true;
+        }
+    }
+    used
+}
+
+/// Build the plan for `groups` (each a set of equal functions). `address_used` is
+/// [`address_used`] of the module (the driver has it already).
 pub(crate) fn plan_groups(
     module: &Module,
     target: &TargetInfo,
     options: &MergeOptions,
     groups: Vec<(Vec<FuncIndex>, FoundBy)>,
+    address_used: &SecondaryMap<FuncIndex, bool>,
 ) -> MergePlan {
-    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
-    for f in module.indices() {
-        for a in module.references(f).addresses {
-            address_used[a] = true;
-        }
-    }
     let significant = |g: FuncIndex| {
         let m = module.get(g);
         let taken = m.linkage != Linkage::Local || address_used[g];
