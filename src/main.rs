@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use clif_merge::emit::{build_isa, clif::merged_clif, emit_object, write_atomically, EmitOptions};
+use clif_merge::merge::similar::{merge_similar, SimilarOptions};
 use clif_merge::merge::{explain_in_plan, merge, Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::read::{self, ParsedFunction};
 use clif_merge::report::{Report, Timings};
@@ -69,6 +70,12 @@ struct Cli {
     /// Do not fold bodies that compile to the same machine code (only IR-level folding).
     #[arg(long)]
     no_code_folding: bool,
+
+    /// Also merge functions that differ only in integer constants and direct call targets:
+    /// one shared body with a parameter per difference, each name a thunk passing its own
+    /// values, wherever that is smaller on the target (off by default).
+    #[arg(long)]
+    merge_similar: bool,
 
     /// Write thunks as compiled CLIF calls instead of a single jump.
     #[arg(long, hide = true)]
@@ -270,6 +277,24 @@ fn run(cli: &Cli) -> Result<(), String> {
         addresses_insignificant: cli.addresses_insignificant,
         fold_cycles: !cli.no_cycles,
     };
+    let mut similar = None;
+    if cli.merge_similar && mode != MergeMode::Disabled {
+        let isa = isa.as_ref().ok_or_else(|| {
+            format!(
+                "--merge-similar measures code size, and Cranelift cannot compile for {}",
+                target.triple()
+            )
+        })?;
+        let (rewritten, report) = merge_similar(
+            module,
+            &target,
+            &**isa,
+            &options,
+            &SimilarOptions::default(),
+        );
+        module = rewritten;
+        similar = Some(report);
+    }
     let plan = merge(&module, &target, &options);
     let merge_s = start.elapsed().as_secs_f64();
 
@@ -341,6 +366,10 @@ fn run(cli: &Cli) -> Result<(), String> {
         emitted.as_ref(),
         timings,
     );
+    let report = match similar {
+        Some(similar) => report.with_similar(similar),
+        None => report,
+    };
 
     // Write everything, each file atomically.
     if let (Some(path), Some(bytes)) = (&cli.output, &object_bytes) {

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::emit::EmitSummary;
+use crate::merge::similar::SimilarReport;
 use crate::merge::{Action, FoundBy, MergePlan, Module};
 
 /// One folded function in a group.
@@ -73,6 +74,9 @@ pub struct Report {
     /// Bytes of code the functions would take unmerged, estimated from the compiled bodies
     /// (each function counted at the size of the body it runs; no padding).
     pub unmerged_code_bytes_estimate: Option<u64>,
+    /// What merge-similar did (`--merge-similar`), before identical merging.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similar: Option<SimilarReport>,
     /// Seconds per step.
     pub timings: Timings,
 }
@@ -129,8 +133,17 @@ impl Report {
             compiled: emitted.map(|e| e.compiled),
             text_bytes: emitted.map(|e| e.text_bytes),
             unmerged_code_bytes_estimate: emitted.map(|e| e.unmerged_code_bytes_estimate),
+            similar: None,
             timings,
         }
+    }
+
+    /// The same report with what merge-similar did. `functions` counts the functions
+    /// read, not the shared bodies merge-similar added.
+    pub fn with_similar(mut self, similar: SimilarReport) -> Self {
+        self.functions -= similar.groups.len();
+        self.similar = Some(similar);
+        self
     }
 
     /// The summary table shown on a terminal.
@@ -152,6 +165,21 @@ impl Report {
             ("  aliases", self.actions.alias.to_string()),
             ("  thunks", self.actions.thunk.to_string()),
         ];
+        if let Some(similar) = &self.similar {
+            rows.push((
+                "merged similar",
+                format!(
+                    "{} functions into {} shared bodies ({} groups turned down by cost)",
+                    similar.thunk_count(),
+                    similar.groups.len(),
+                    similar.rejected_by_cost
+                ),
+            ));
+            rows.push((
+                "  bytes saved (measured)",
+                similar.bytes_saved().to_string(),
+            ));
+        }
         if let Some(c) = self.compiled {
             rows.push(("bodies compiled", c.to_string()));
         }

@@ -39,6 +39,11 @@
 //! observable, so two functions that take their own addresses are different), unless the
 //! policy knows the address is that of a whole class: the merger's policy does so for a
 //! local function whose address nobody compares, which it erases into its group's body.
+//!
+//! For merge-similar the policy may also declare *holes* ([`CallTargets::is_hole`]): the
+//! immediates of `iconst` and the callees of direct `call`/`return_call` whose values are
+//! left out (a placeholder stands in their place), so that functions differing only there
+//! encode the same; everything else is encoded exactly as above.
 
 use cranelift_codegen::ir::{
     self, AbiParam, ArgumentExtension, ArgumentPurpose, Block, BlockArg, BlockCall,
@@ -122,6 +127,26 @@ pub trait CallTargets {
     fn symbol_target(&self, _func: &Function, _gv: GlobalValue) -> CallTarget {
         CallTarget::Name
     }
+
+    /// Whether the integer constant or direct call target at `site` of `inst` is a *hole*:
+    /// left out of the encoding, with a placeholder in its place, so that functions that
+    /// differ only there encode the same (merge-similar). Nothing is a hole by default.
+    ///
+    /// A policy that makes one constant a hole must make every constant a hole: a constant
+    /// that is not a hole is encoded by its value alone, which must never meet a
+    /// placeholder at the same place. (Callee holes carry a tag of their own.)
+    fn is_hole(&self, _func: &Function, _inst: Inst, _site: HoleSite) -> bool {
+        false
+    }
+}
+
+/// A place the encoder offers to a [`CallTargets`] policy as a possible hole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoleSite {
+    /// The immediate of `iconst`, its bits as stored.
+    Constant(i64),
+    /// The callee of a direct `call` or `return_call` (never of `try_call`).
+    Callee(FuncRef),
 }
 
 /// The detector's own policy: callees by name, and a call to oneself as [`CallTarget::SelfCall`].
@@ -145,6 +170,8 @@ const TAG_BLOCK: Token = 0xC1F0_0000_0000_0002;
 const TAG_BLOCK_END: Token = 0xC1F0_0000_0000_0003;
 const TAG_END: Token = 0xC1F0_0000_0000_0004;
 const TAG_INST: Token = 0xC1F0_0000_0001_0000; // | opcode
+/// A hole's placeholder: stands where the constant or the callee's identity would be.
+const HOLE: Token = 0xC1F0_0000_0000_0005;
 /// An entity the function names but does not declare (the reader allows a few).
 const UNDECLARED: Token = Token::MAX;
 
@@ -763,7 +790,17 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 args,
                 func_ref,
             } => {
-                self.call_target(func_ref, sink);
+                let hole = self.inst.is_some_and(|inst| {
+                    self.calls
+                        .is_hole(self.func, inst, HoleSite::Callee(func_ref))
+                });
+                if hole {
+                    self.ext_func_attributes(func_ref, sink);
+                    self.push(sink, 3, "callee (hole)");
+                    self.push(sink, HOLE, "callee (hole)");
+                } else {
+                    self.call_target(func_ref, sink);
+                }
                 self.value_list(&args, sink);
             }
             InstructionData::CallIndirect {
@@ -935,7 +972,15 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 self.push(sink, imm.bits(), "immediate (f64 bits)");
             }
             InstructionData::UnaryImm { opcode: _, imm } => {
-                self.push(sink, imm.bits() as Token, "immediate");
+                let hole = self.inst.is_some_and(|inst| {
+                    self.calls
+                        .is_hole(self.func, inst, HoleSite::Constant(imm.bits()))
+                });
+                if hole {
+                    self.push(sink, HOLE, "immediate (hole)");
+                } else {
+                    self.push(sink, imm.bits() as Token, "immediate");
+                }
             }
         }
     }

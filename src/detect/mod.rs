@@ -5,15 +5,18 @@
 //! - [`compare`]: `FunctionComparator`, the total order over functions.
 //! - [`hash`]: the structural hash, consistent with the order.
 //! - [`explain`]: the first difference between two functions, in words.
+//! - [`holes`]: merge-similar's mode, equal except for integer constants and callees.
 
 pub mod compare;
 pub mod encode;
 pub mod explain;
 pub mod hash;
+pub mod holes;
 pub mod walk;
 
 pub use compare::FunctionComparator;
-pub use encode::{ByName, CallTarget, CallTargets};
+pub use encode::{ByName, CallTarget, CallTargets, HoleSite};
 pub use explain::{explain, Difference};
 pub use hash::function_hash;
+pub use holes::{similar, Hole, HoleDifference, HoleValue};
 pub use walk::CfgWalk;

@@ -186,7 +186,20 @@ fn symbolized(
     func
 }
 
-fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
+/// The bytes `func` takes in `.text` once compiled for `isa`: its code, padded to its
+/// alignment (what merge-similar's cost model weighs).
+pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String> {
+    let ctx = compiled_context(isa, func)?;
+    let code = ctx.compiled_code().expect("compiled above");
+    let align = u64::from(code.buffer.alignment).max(1);
+    Ok((code.buffer.data().len() as u64).div_ceil(align) * align)
+}
+
+/// `func` compiled for `isa`, a panic in Cranelift turned into an error.
+fn compiled_context(
+    isa: &dyn TargetIsa,
+    func: ir::Function,
+) -> Result<cranelift_codegen::Context, String> {
     let mut ctx = cranelift_codegen::Context::for_function(func);
     // Cranelift's backends assert some things the verifier does not check (i128 arguments
     // without the LLVM ABI flag, `sret` returns, ...): a panic is an error here.
@@ -196,6 +209,11 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
             .map_err(|e| format!("{:?}", e.inner))
     })
     .map_err(|panic| format!("Cranelift failed: {panic}"))??;
+    Ok(ctx)
+}
+
+fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
+    let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
     // `FunctionOffset` relocations name this placeholder id; definition replaces it.
     let placeholder = FuncId::from_u32(u32::MAX);

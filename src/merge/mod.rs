@@ -4,13 +4,16 @@
 //! - [`driver`]: which functions are equal (worklist and tree, then cycles);
 //! - [`policy`]: what each folded function becomes (erased, alias, thunk);
 //! - [`plan`]: the result, [`MergePlan`];
-//! - [`code_fold`]: after code generation, bodies that compiled to the same code.
+//! - [`code_fold`]: after code generation, bodies that compiled to the same code;
+//! - [`similar`]: merge-similar, one body for functions that differ only in constants
+//!   and callees (`--merge-similar`).
 
 pub mod code_fold;
 pub mod driver;
 pub mod module;
 pub mod plan;
 pub mod policy;
+pub mod similar;
 
 pub use module::{FuncIndex, Linkage, Module, ModuleError, ModuleFunction};
 pub use plan::{Action, Body, FoundBy, Group, MergePlan};

@@ -134,6 +134,11 @@ impl Module {
         self.functions.iter()
     }
 
+    /// Every function with its index, taking the module apart.
+    pub fn into_functions(self) -> impl Iterator<Item = (FuncIndex, ModuleFunction)> {
+        self.functions.into_iter()
+    }
+
     /// All indices.
     pub fn indices(&self) -> impl Iterator<Item = FuncIndex> + '_ {
         self.functions.keys()

@@ -1,0 +1,204 @@
+//! The comparator's merge-similar mode: functions that are equal except for integer
+//! constants and direct call targets.
+//!
+//! The seeds' hash ignores constants and callees "which makes it useful when possibly
+//! merging functions which are the same modulo constants and call targets". This module
+//! is that comparison. A function is encoded exactly as the comparator encodes it
+//! ([`Encoder`]), except that the immediate of every `iconst` and the callee of every
+//! direct `call` and `return_call` to a named function are *holes*: a placeholder stands
+//! in the encoding, and the value is recorded beside it, in encoding order. Two functions
+//! with equal hole encodings do the same thing once each hole holds its value, so one body
+//! with a parameter per differing hole can stand for both (`merge::similar`).
+//!
+//! Not holes, and so compared exactly: `try_call` targets (an exception edge cannot be
+//! rewritten into an indirect call here), `patchable` calls, libcalls and well-known
+//! symbols, `func_addr`/`symbol` addresses, floating-point and vector constants, and
+//! everything that is not a constant or a callee (types, opcodes, memory offsets, flags,
+//! the callee's signature and `colocated` flag).
+
+use std::cell::RefCell;
+
+use cranelift_codegen::ir::{ExternalName, FuncRef, Function, Inst, InstructionData, Type};
+
+use super::encode::{ByName, CallTarget, CallTargets, Encoder, HoleSite, Token};
+use super::explain::{explain, Difference};
+use crate::names::FuncName;
+use crate::target::TargetInfo;
+
+/// One hole of a function, in encoding order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hole {
+    /// The `iconst` or the call.
+    pub inst: Inst,
+    /// What is there.
+    pub value: HoleValue,
+}
+
+/// The value a function has in one of its holes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HoleValue {
+    /// An `iconst` of this type, with its immediate's bits as stored.
+    Constant {
+        /// The constant's type (`i8` … `i64`).
+        ty: Type,
+        /// Its bits.
+        bits: i64,
+    },
+    /// A direct call to this function.
+    Callee {
+        /// The callee, resolved.
+        name: FuncName,
+        /// The `FuncRef` the call uses, inside its function.
+        func_ref: FuncRef,
+    },
+}
+
+impl std::fmt::Display for HoleValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HoleValue::Constant { ty, bits } => write!(f, "iconst.{ty} {bits}"),
+            HoleValue::Callee { name, .. } => write!(f, "call {name}"),
+        }
+    }
+}
+
+/// Whether the direct call through `callee` in `func` may be a hole: a named function
+/// (its address can be taken and called indirectly), not `patchable`.
+pub fn callee_may_be_hole(func: &Function, callee: FuncRef) -> bool {
+    let Some(data) = func.dfg.ext_funcs.get(callee) else {
+        return false;
+    };
+    !data.patchable
+        && func.dfg.signatures.is_valid(data.signature)
+        && matches!(data.name, ExternalName::User(_) | ExternalName::TestCase(_))
+}
+
+/// The hole policy: every `iconst` and every eligible direct callee is a hole, recorded in
+/// order; everything else is encoded as `base` encodes it.
+struct HolePolicy<'a, C: CallTargets> {
+    base: &'a C,
+    recorded: RefCell<Vec<(Inst, HoleSite)>>,
+}
+
+impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
+    fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
+        self.base.call_target(func, callee)
+    }
+
+    fn address_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
+        self.base.address_target(func, callee)
+    }
+
+    fn symbol_target(&self, func: &Function, gv: cranelift_codegen::ir::GlobalValue) -> CallTarget {
+        self.base.symbol_target(func, gv)
+    }
+
+    fn is_hole(&self, func: &Function, inst: Inst, site: HoleSite) -> bool {
+        let hole = match site {
+            HoleSite::Constant(_) => true,
+            HoleSite::Callee(callee) => {
+                matches!(func.dfg.insts[inst], InstructionData::Call { .. })
+                    && callee_may_be_hole(func, callee)
+            }
+        };
+        if hole {
+            self.recorded.borrow_mut().push((inst, site));
+        }
+        hole
+    }
+}
+
+/// `func` encoded with holes, and its holes in encoding order.
+pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, Vec<Hole>) {
+    let policy = HolePolicy {
+        base: &ByName,
+        recorded: RefCell::new(Vec::new()),
+    };
+    let mut tokens = Vec::with_capacity(func.dfg.num_insts() * 6 + 16);
+    Encoder::new(func, target, &policy).encode_all(&mut tokens);
+    let holes = policy
+        .recorded
+        .into_inner()
+        .into_iter()
+        .map(|(inst, site)| Hole {
+            inst,
+            value: hole_value(func, inst, site),
+        })
+        .collect();
+    (tokens, holes)
+}
+
+fn hole_value(func: &Function, inst: Inst, site: HoleSite) -> HoleValue {
+    match site {
+        HoleSite::Constant(bits) => HoleValue::Constant {
+            ty: func
+                .dfg
+                .inst_results(inst)
+                .first()
+                .map_or(cranelift_codegen::ir::types::INVALID, |&v| {
+                    func.dfg.value_type(v)
+                }),
+            bits,
+        },
+        HoleSite::Callee(func_ref) => HoleValue::Callee {
+            name: FuncName::of_external(func, &func.dfg.ext_funcs[func_ref].name),
+            func_ref,
+        },
+    }
+}
+
+/// A hole where two functions hold different values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoleDifference {
+    /// The position among the function's holes (encoding order).
+    pub index: usize,
+    /// The left function's instruction and value.
+    pub left: Hole,
+    /// The right function's instruction and value.
+    pub right: Hole,
+}
+
+/// Compare `left` and `right` with holes: `Ok` with the holes where their values differ
+/// (empty when the functions are equal outright, callees by name), or `Err` with the
+/// first difference outside the holes.
+pub fn similar(
+    target: &TargetInfo,
+    left: &Function,
+    right: &Function,
+) -> Result<Vec<HoleDifference>, Difference> {
+    let (ltokens, lholes) = encode_with_holes(left, target);
+    let (rtokens, rholes) = encode_with_holes(right, target);
+    if ltokens != rtokens {
+        let policy = HolePolicy {
+            base: &ByName,
+            recorded: RefCell::new(Vec::new()),
+        };
+        return Err(
+            explain(target, &policy, left, right).unwrap_or_else(|| Difference {
+                place: "the function".into(),
+                what: "encoding".into(),
+                left: String::new(),
+                right: String::new(),
+            }),
+        );
+    }
+    Ok(lholes
+        .into_iter()
+        .zip(rholes)
+        .enumerate()
+        .filter(|(_, (l, r))| !same_value(&l.value, &r.value))
+        .map(|(index, (left, right))| HoleDifference { index, left, right })
+        .collect())
+}
+
+/// Whether two hole values are the same (callees by name; the `FuncRef` numbers are local).
+fn same_value(a: &HoleValue, b: &HoleValue) -> bool {
+    match (a, b) {
+        (HoleValue::Constant { ty: t1, bits: b1 }, HoleValue::Constant { ty: t2, bits: b2 }) => {
+            t1 == t2 && b1 == b2
+        }
+        (HoleValue::Callee { name: n1, .. }, HoleValue::Callee { name: n2, .. }) => n1 == n2,
+        (HoleValue::Constant { .. }, HoleValue::Callee { .. })
+        | (HoleValue::Callee { .. }, HoleValue::Constant { .. }) => false,
+    }
+}

@@ -1,0 +1,560 @@
+//! Merge-similar: one body for functions that differ only in integer constants and call
+//! targets, each original name a thunk that passes its own values.
+//!
+//! Identical merging (the rest of [`crate::merge`]) cannot fold `f(x) = x + 1` and
+//! `g(x) = x + 2`, nor two trampolines that each call their own target. This pass can, as
+//! Swift's MergeFunctions, LLVM's GlobalMergeFunc and Binaryen's MergeSimilarFunctions do:
+//!
+//! 1. **Classes.** The identical driver runs first; one representative per class of equal
+//!    functions goes on. A callee is identified by its class when calls to it may be
+//!    redirected (so two members calling equal functions agree), by name otherwise.
+//! 2. **Groups.** Every representative is encoded in the comparator's hole mode
+//!    ([`crate::detect::holes`]): constants and direct callees are holes. Equal encodings
+//!    form a group; a hole where all members agree is no hole, the others become parameters.
+//!    A group needing more parameters than allowed is split, greedily and in order.
+//! 3. **Bodies.** The shared body is the first member with a parameter appended per
+//!    differing hole: a constant's uses read the parameter, a call becomes `call_indirect`
+//!    (or `return_call_indirect`) through it. Every member of every class in the group
+//!    becomes a thunk with its own name, signature and linkage that passes its values
+//!    (`iconst`, `func_addr`) and tail-calls the body (`return_call` for the `tail`
+//!    convention where Cranelift allows it, otherwise a call and a return).
+//! 4. **Cost.** Body, thunks and the originals are compiled for the target, and a group is
+//!    merged only when the body and the thunks take fewer `.text` bytes than the originals.
+//!
+//! The result is a new module that the identical merger and the emitter take as usual. Each
+//! name keeps a body of its own (its thunk), so no address changes and every linkage is
+//! kept: the linkage and address rules of identical merging apply unchanged to the new
+//! module. Deterministic: groups are ordered by their encoding, members by index, and the
+//! new bodies are appended in group order.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cranelift_codegen::ir::{
+    self, AbiParam, ExtFuncData, Function, InstBuilder, InstructionData, Opcode,
+};
+use cranelift_codegen::isa::{CallConv, TargetIsa};
+use cranelift_entity::SecondaryMap;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::driver;
+use super::module::{FuncIndex, Linkage, Module, ModuleFunction};
+use super::MergeOptions;
+use crate::detect::encode::Token;
+use crate::detect::function_hash;
+use crate::detect::holes::{encode_with_holes, Hole, HoleValue};
+use crate::emit::compile::text_size;
+use crate::emit::thunk::{external_name, user_func_name};
+use crate::names::FuncName;
+use crate::target::TargetInfo;
+
+/// Most parameters a shared body may add, whatever the calling convention.
+pub const MAX_HOLES: usize = 8;
+
+/// One group merged by this pass.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SimilarGroup {
+    /// The new local function holding the shared body.
+    pub body: String,
+    /// Every name that became a thunk into it, in index order.
+    pub members: Vec<String>,
+    /// Parameters the body takes beyond the members' own.
+    pub holes: usize,
+    /// `.text` bytes of the members' distinct bodies before (measured on the target).
+    pub bytes_before: u64,
+    /// `.text` bytes of the shared body and the thunks after.
+    pub bytes_after: u64,
+}
+
+/// Options of merge-similar.
+#[derive(Clone, Debug)]
+pub struct SimilarOptions {
+    /// Merge a group only when its shared body and thunks compile to fewer bytes than its
+    /// members (on by default). Off, every group within the parameter limit is merged:
+    /// for tests of the rewriting itself.
+    pub cost_model: bool,
+}
+
+impl Default for SimilarOptions {
+    fn default() -> Self {
+        Self { cost_model: true }
+    }
+}
+
+/// What the pass did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct SimilarReport {
+    /// The groups merged.
+    pub groups: Vec<SimilarGroup>,
+    /// Groups of similar functions the cost model turned down.
+    pub rejected_by_cost: usize,
+    /// Similar functions left alone because their group needed too many parameters.
+    pub over_hole_limit: usize,
+}
+
+impl SimilarReport {
+    /// Names turned into thunks.
+    pub fn thunk_count(&self) -> usize {
+        self.groups.iter().map(|g| g.members.len()).sum()
+    }
+
+    /// Bytes saved by the groups merged, by the cost model's measure.
+    pub fn bytes_saved(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|g| g.bytes_before.saturating_sub(g.bytes_after))
+            .sum()
+    }
+}
+
+/// A callee's identity for agreement: two calls agree when they reach equal functions.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Identity {
+    Constant(usize, i64),
+    Class(FuncIndex),
+    Name(FuncName),
+}
+
+/// A group of representatives, its differing hole positions, and what was built for it.
+struct Candidate {
+    members: Vec<FuncIndex>,
+    /// The body's extra parameters, each the hole positions it fills.
+    params: Vec<Vec<usize>>,
+}
+
+/// Run merge-similar on `module` (after which the identical merger and the emitter run on
+/// the returned module as usual). `isa` is the target the thunks are written for and the
+/// cost model measures on; `options` are the identical merger's, whose classes come first.
+pub fn merge_similar(
+    module: Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    options: &MergeOptions,
+    similar: &SimilarOptions,
+) -> (Module, SimilarReport) {
+    let mut report = SimilarReport::default();
+    let found = driver::find_groups(&module, target, options);
+    let mut class_of: SecondaryMap<FuncIndex, FuncIndex> = SecondaryMap::new();
+    let mut siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
+    for f in module.indices() {
+        class_of[f] = f;
+    }
+    for (members, _) in &found.groups {
+        for &m in members {
+            class_of[m] = members[0];
+        }
+        siblings[members[0]] = members.clone();
+    }
+    let reps: Vec<FuncIndex> = module.indices().filter(|&f| class_of[f] == f).collect();
+
+    // Hole encodings of the representatives that share their hash with another (the hash
+    // reads neither constants nor callees), in parallel, gathered in index order.
+    let mut per_hash: HashMap<u64, u32> = HashMap::new();
+    let hashes: Vec<u64> = reps
+        .par_iter()
+        .map(|&f| function_hash(&module.get(f).func))
+        .collect();
+    for &h in &hashes {
+        *per_hash.entry(h).or_default() += 1;
+    }
+    let shared: Vec<(FuncIndex, u64)> = reps
+        .iter()
+        .zip(&hashes)
+        .filter(|(_, h)| per_hash[*h] > 1)
+        .map(|(&f, &h)| (f, h))
+        .collect();
+    let encoded: Vec<(Vec<Token>, Vec<Hole>)> = shared
+        .par_iter()
+        .map(|&(f, _)| encode_with_holes(&module.get(f).func, target))
+        .collect();
+    let mut by_shape: BTreeMap<(u64, Vec<Token>), Vec<FuncIndex>> = BTreeMap::new();
+    let mut holes: SecondaryMap<FuncIndex, Vec<Hole>> = SecondaryMap::new();
+    for (&(f, h), (tokens, hs)) in shared.iter().zip(encoded) {
+        if hs.is_empty() {
+            continue;
+        }
+        holes[f] = hs;
+        by_shape.entry((h, tokens)).or_default().push(f);
+    }
+
+    // Identities, and the groups that fit the parameter limit.
+    let identity = |hole: &Hole| -> Identity {
+        match &hole.value {
+            HoleValue::Constant { ty, bits } => Identity::Constant(ty.index(), *bits),
+            HoleValue::Callee { name, .. } => match module.lookup(name) {
+                Some(c) if module.get(c).linkage != Linkage::Preemptible => {
+                    Identity::Class(class_of[c])
+                }
+                _ => Identity::Name(name.clone()),
+            },
+        }
+    };
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for members in by_shape.into_values().filter(|m| m.len() > 1) {
+        let values: Vec<Vec<Identity>> = members
+            .iter()
+            .map(|&f| holes[f].iter().map(identity).collect())
+            .collect();
+        let func = &module.get(members[0]).func;
+        let limit = hole_limit(target, &func.signature);
+        let (fitting, over) = split_by_limit(&members, &values, limit);
+        report.over_hole_limit += over;
+        candidates.extend(fitting);
+    }
+
+    // Build and measure every candidate in parallel; keep those that pay.
+    let tail_calls = isa.flags().preserve_frame_pointers();
+    let config = isa.frontend_config();
+    let built: Vec<Option<(Candidate, Built)>> = candidates
+        .into_par_iter()
+        .map(|c| {
+            let built = build(&module, target, config, tail_calls, &holes, &c)?;
+            if !similar.cost_model {
+                return Some((c, built));
+            }
+            let measure = |f: Function| text_size(isa, f).ok();
+            let mut before = 0;
+            for &m in &c.members {
+                before += measure(module.get(m).func.clone())?;
+            }
+            let mut after = measure(built.body.clone())?;
+            for (_, thunk) in &built.thunks {
+                after += measure(thunk.clone())?;
+            }
+            Some((
+                c,
+                Built {
+                    before,
+                    after,
+                    ..built
+                },
+            ))
+        })
+        .collect();
+
+    // The new module: thunks in place of members, shared bodies appended in group order.
+    let mut replaced: SecondaryMap<FuncIndex, Option<Function>> = SecondaryMap::new();
+    let mut bodies: Vec<Function> = Vec::new();
+    let mut taken: std::collections::HashSet<FuncName> = std::collections::HashSet::new();
+    for entry in built {
+        let Some((candidate, b)) = entry else {
+            continue;
+        };
+        if similar.cost_model && b.after >= b.before {
+            report.rejected_by_cost += 1;
+            continue;
+        }
+        let mut body = b.body;
+        let name = unique_body_name(&module, &mut taken, &module.get(candidate.members[0]).name);
+        body.name = user_func_name(&name);
+        let mut names = Vec::new();
+        for (rep, thunk) in b.thunks {
+            let class = if siblings[rep].is_empty() {
+                vec![rep]
+            } else {
+                siblings[rep].clone()
+            };
+            for m in class {
+                // Equal functions have equal signatures: the thunk fits every one of them.
+                let mut t = thunk.clone();
+                t.name = module.get(m).func.name.clone();
+                rename_body_calls(&mut t, &name);
+                names.push((m, module.get(m).name.to_string()));
+                replaced[m] = Some(t);
+            }
+        }
+        names.sort();
+        report.groups.push(SimilarGroup {
+            body: name.to_string(),
+            members: names.into_iter().map(|(_, n)| n).collect(),
+            holes: candidate.params.len(),
+            bytes_before: b.before,
+            bytes_after: b.after,
+        });
+        bodies.push(body);
+    }
+    if report.groups.is_empty() {
+        return (module, report);
+    }
+    let mut out = Module::new();
+    for (f, m) in module.into_functions() {
+        let ModuleFunction {
+            func,
+            linkage,
+            unnamed_addr,
+            ..
+        } = m;
+        let func = replaced[f].take().unwrap_or(func);
+        out.add(func, linkage, unnamed_addr)
+            .expect("names are those of a valid module");
+    }
+    for body in bodies {
+        out.add(body, Linkage::Local, true)
+            .expect("shared body names are fresh");
+    }
+    (out, report)
+}
+
+/// A candidate's shared body (named later) and one thunk per representative.
+struct Built {
+    body: Function,
+    thunks: Vec<(FuncIndex, Function)>,
+    before: u64,
+    after: u64,
+}
+
+/// The name every thunk calls before the body is named.
+const BODY_PLACEHOLDER: &str = "clif_merge_similar_body";
+
+/// How many parameters a shared body with `signature` may add: within the argument
+/// registers for conventions that cannot tail-call, at most [`MAX_HOLES`] for `tail`.
+fn hole_limit(target: &TargetInfo, signature: &ir::Signature) -> usize {
+    if signature.call_conv == CallConv::Tail {
+        return MAX_HOLES;
+    }
+    let registers: usize = match target.triple().architecture {
+        target_lexicon::Architecture::Aarch64(_) => 8,
+        target_lexicon::Architecture::X86_64 => 6,
+        _ => 0,
+    };
+    let used: usize = signature
+        .params
+        .iter()
+        .map(|p| match p.value_type {
+            t if t.is_int() && t.bits() > 64 => 2,
+            t if t.is_int() => 1,
+            _ => 0,
+        })
+        .sum();
+    registers.saturating_sub(used).min(MAX_HOLES)
+}
+
+/// The parameters a shared body for `run` needs: the holes where the members do not all
+/// agree, those with the same values in every member sharing one parameter, in order of
+/// their first hole.
+fn parameters(run: &[usize], values: &[Vec<Identity>]) -> Vec<Vec<usize>> {
+    let mut params: Vec<Vec<usize>> = Vec::new();
+    let mut by_column: HashMap<Vec<&Identity>, usize> = HashMap::new();
+    let first = &values[run[0]];
+    for (i, value) in first.iter().enumerate() {
+        if run.iter().all(|&m| values[m][i] == *value) {
+            continue;
+        }
+        let column: Vec<&Identity> = run.iter().map(|&m| &values[m][i]).collect();
+        match by_column.get(&column) {
+            Some(&p) => params[p].push(i),
+            None => {
+                by_column.insert(column, params.len());
+                params.push(vec![i]);
+            }
+        }
+    }
+    params
+}
+
+/// Split `members` (with their hole values) into runs whose parameters fit `limit`.
+/// Members are taken in order of their values, so that similar values end up together;
+/// a run of one is left alone. Returns the candidates and how many members were left out.
+fn split_by_limit(
+    members: &[FuncIndex],
+    values: &[Vec<Identity>],
+    limit: usize,
+) -> (Vec<Candidate>, usize) {
+    if limit == 0 {
+        return (Vec::new(), members.len());
+    }
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by(|&a, &b| values[a].cmp(&values[b]).then(members[a].cmp(&members[b])));
+    let mut out = Vec::new();
+    let mut left_out = 0;
+    let flush = |run: &mut Vec<usize>, out: &mut Vec<Candidate>, left_out: &mut usize| {
+        let params = if run.len() > 1 {
+            parameters(run, values)
+        } else {
+            Vec::new()
+        };
+        if params.is_empty() {
+            *left_out += run.len();
+        } else {
+            let mut ms: Vec<FuncIndex> = run.iter().map(|&i| members[i]).collect();
+            ms.sort_unstable();
+            out.push(Candidate {
+                members: ms,
+                params,
+            });
+        }
+        run.clear();
+    };
+    let mut run: Vec<usize> = Vec::new();
+    for &i in &order {
+        run.push(i);
+        if parameters(&run, values).len() > limit {
+            run.pop();
+            flush(&mut run, &mut out, &mut left_out);
+            run.push(i);
+        }
+    }
+    flush(&mut run, &mut out, &mut left_out);
+    (out, left_out)
+}
+
+/// The shared body of `candidate` and a thunk per member.
+fn build(
+    module: &Module,
+    target: &TargetInfo,
+    config: cranelift_codegen::isa::TargetFrontendConfig,
+    tail_calls: bool,
+    holes: &SecondaryMap<FuncIndex, Vec<Hole>>,
+    candidate: &Candidate,
+) -> Option<Built> {
+    let first = candidate.members[0];
+    let mut body = module.get(first).func.clone();
+    let entry = body.layout.entry_block()?;
+    let pointer = target.pointer_type();
+    for positions in &candidate.params {
+        let ty = match &holes[first][positions[0]].value {
+            HoleValue::Constant { ty, .. } => *ty,
+            HoleValue::Callee { .. } => pointer,
+        };
+        let param = body.dfg.append_block_param(entry, ty);
+        body.signature.params.push(AbiParam::new(ty));
+        for &i in positions {
+            let hole = &holes[first][i];
+            match &hole.value {
+                HoleValue::Constant { .. } => {
+                    let result = *body.dfg.inst_results(hole.inst).first()?;
+                    body.dfg.clear_results(hole.inst);
+                    body.layout.remove_inst(hole.inst);
+                    body.dfg.change_to_alias(result, param);
+                }
+                HoleValue::Callee { func_ref, .. } => {
+                    let sig = body.dfg.ext_funcs[*func_ref].signature;
+                    let InstructionData::Call { opcode, args, .. } = body.dfg.insts[hole.inst]
+                    else {
+                        return None;
+                    };
+                    let args: Vec<ir::Value> = args.as_slice(&body.dfg.value_lists).to_vec();
+                    match opcode {
+                        Opcode::Call => {
+                            body.replace(hole.inst).call_indirect(sig, param, &args);
+                        }
+                        Opcode::ReturnCall => {
+                            body.replace(hole.inst)
+                                .return_call_indirect(sig, param, &args);
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+        }
+    }
+    let body_signature = body.signature.clone();
+    let thunks = candidate
+        .members
+        .iter()
+        .map(|&m| {
+            let thunk = thunk(
+                &module.get(m).func,
+                &holes[m],
+                &candidate.params,
+                &body_signature,
+                config,
+                tail_calls,
+            );
+            (m, thunk)
+        })
+        .collect();
+    Some(Built {
+        body,
+        thunks,
+        before: 0,
+        after: 0,
+    })
+}
+
+/// A function with `member`'s name and signature that calls the shared body with its own
+/// arguments followed by its value for each of the body's extra parameters.
+fn thunk(
+    member: &Function,
+    holes: &[Hole],
+    params: &[Vec<usize>],
+    body_signature: &ir::Signature,
+    config: cranelift_codegen::isa::TargetFrontendConfig,
+    tail_calls: bool,
+) -> Function {
+    let mut func = Function::with_name_signature(member.name.clone(), member.signature.clone());
+    let mut ctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    b.seal_block(block);
+    let mut args = b.block_params(block).to_vec();
+    for positions in params {
+        let value = match &holes[positions[0]].value {
+            HoleValue::Constant { ty, bits } => b.ins().iconst(*ty, *bits),
+            HoleValue::Callee { name, func_ref } => {
+                let data = &member.dfg.ext_funcs[*func_ref];
+                let sig = b.import_signature(member.dfg.signatures[data.signature].clone());
+                let callee_name = external_name(b.func, name);
+                let callee = b.import_function(ExtFuncData {
+                    name: callee_name,
+                    signature: sig,
+                    colocated: data.colocated,
+                    patchable: false,
+                });
+                b.ins().func_addr(config.pointer_type(), callee)
+            }
+        };
+        args.push(value);
+    }
+    let sig = b.import_signature(body_signature.clone());
+    let body_name = external_name(b.func, &FuncName::TestCase(BODY_PLACEHOLDER.into()));
+    let body = b.import_function(ExtFuncData {
+        name: body_name,
+        signature: sig,
+        colocated: true,
+        patchable: false,
+    });
+    if tail_calls && member.signature.call_conv == CallConv::Tail {
+        b.ins().return_call(body, &args);
+    } else {
+        let call = b.ins().call(body, &args);
+        let results = b.inst_results(call).to_vec();
+        b.ins().return_(&results);
+    }
+    b.finalize(config);
+    func
+}
+
+/// Point a thunk's call to the placeholder body name at `name`.
+fn rename_body_calls(thunk: &mut Function, name: &FuncName) {
+    let placeholder = FuncName::TestCase(BODY_PLACEHOLDER.into());
+    let refs: Vec<ir::FuncRef> = thunk.dfg.ext_funcs.keys().collect();
+    for r in refs {
+        if FuncName::of_external(thunk, &thunk.dfg.ext_funcs[r].name) == placeholder {
+            thunk.dfg.ext_funcs[r].name = external_name(thunk, name);
+        }
+    }
+}
+
+/// `clif_merge_similar_<first member>`, made unique against the module and earlier bodies.
+fn unique_body_name(
+    module: &Module,
+    taken: &mut std::collections::HashSet<FuncName>,
+    first: &FuncName,
+) -> FuncName {
+    let base = format!(
+        "clif_merge_similar_{}",
+        super::policy::shared_body_symbol(first).trim_start_matches("clif_merge_body_")
+    );
+    let mut name = FuncName::TestCase(base.clone());
+    let mut n = 1;
+    while module.lookup(&name).is_some() || taken.contains(&name) {
+        name = FuncName::TestCase(format!("{base}_{n}"));
+        n += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
