@@ -1288,3 +1288,77 @@ fn usage_errors_exit_2() {
         .stdout
         .starts_with("clif-merge "));
 }
+
+// ---------------------------------------------------------------------------------------
+// Merge-similar.
+
+#[test]
+fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let similar = fixture("similar");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&similar)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let out = dir.path().join("s.o");
+    let report = dir.path().join("s.json");
+    let object = |inputs: Vec<OsString>, threads: &str| {
+        let mut a = inputs;
+        a.extend(args![
+            "-o",
+            &out,
+            "--report",
+            &report,
+            "--target",
+            X86,
+            "--set",
+            "opt_level=speed",
+            "--set",
+            "preserve_frame_pointers=true",
+            "--merge-similar",
+            "--threads",
+            threads
+        ]);
+        run(a).ok();
+        (std::fs::read(&out).unwrap(), read_json(&report))
+    };
+    let (reference, json) = object(args![&similar], "1");
+    let groups = json["similar"]["groups"]
+        .as_array()
+        .expect("a similar section");
+    assert!(!groups.is_empty(), "nothing merged: {json}");
+    // Every name read is still defined, and the shared bodies are local symbols.
+    let syms = symbols(&reference);
+    for g in groups {
+        for m in g["members"].as_array().unwrap() {
+            let name = m.as_str().unwrap().trim_start_matches('%');
+            assert!(syms.contains_key(name), "{name} is not defined");
+        }
+        let body = g["body"].as_str().unwrap().trim_start_matches('%');
+        assert!(syms.contains_key(body), "{body} is not defined");
+        assert!(g["bytes_after"].as_u64() < g["bytes_before"].as_u64());
+    }
+    let functions_read = json["functions"].as_u64().unwrap();
+    let defined_in_files: u64 = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .matches("\nfunction ")
+                .count() as u64
+        })
+        .sum();
+    assert_eq!(functions_read, defined_in_files);
+    let backward: Vec<OsString> = files.iter().rev().map(OsString::from).collect();
+    assert!(
+        reference == object(backward, "2").0,
+        "files in reverse order"
+    );
+    for n in ["2", "4"] {
+        assert!(reference == object(args![&similar], n).0, "--threads {n}");
+    }
+    // Without the flag there is no similar section, and the object is another.
+    let plain = run(args![&similar, "--target", X86, "--report", "-"]).ok();
+    assert!(plain.json()["similar"].is_null());
+}

@@ -1,0 +1,208 @@
+//! Runs every fixture in `fixtures/similar/`: one file per merge-similar rule, each stating
+//! its expectations in directive comments.
+//!
+//! Directives (one per comment line):
+//! - `; linkage: <local|hidden|export|preemptible> %a %b ...` the functions' linkage in the
+//!   module (default export);
+//! - `; expect: similar %a %b <n>` equal except for holes, `n` of which hold different
+//!   values (`clif_merge::detect::similar`, both directions);
+//! - `; expect: differ %a %b <what>` not similar, and the first difference outside the
+//!   holes is `<what>` (both directions);
+//! - `; expect: group <n> %a %b ...` merge-similar (every group within the parameter limit,
+//!   no cost model) makes exactly these functions thunks into one shared body with `n`
+//!   extra parameters;
+//! - `; expect: alone %a ...` merge-similar leaves these functions as they are.
+//!
+//! Every function must be named by a directive. The rewritten module must pass Cranelift's
+//! verifier (with the x86_64 ISA), and each function left alone must be unchanged.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use clif_merge::detect::similar;
+use clif_merge::emit::build_isa;
+use clif_merge::merge::similar::{merge_similar, SimilarOptions};
+use clif_merge::merge::{Linkage, MergeOptions, Module};
+use clif_merge::read::parse_clif;
+use clif_merge::{FuncName, TargetInfo};
+use cranelift_codegen::ir::Function;
+
+fn settings() -> Vec<(String, String)> {
+    [("is_pic", "true"), ("preserve_frame_pointers", "true")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn linkage(word: &str) -> Linkage {
+    match word {
+        "local" => Linkage::Local,
+        "hidden" => Linkage::Hidden,
+        "export" => Linkage::Export,
+        "preemptible" => Linkage::Preemptible,
+        other => panic!("unknown linkage {other}"),
+    }
+}
+
+fn run_fixture(path: &Path) {
+    let file = path.display();
+    let text = std::fs::read_to_string(path).unwrap();
+    let functions: Vec<Function> = parse_clif(&text, path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|p| p.func)
+        .collect();
+    let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+    let isa = build_isa(&target, &settings()).unwrap();
+    let by_name = |name: &str| -> &Function {
+        let wanted = FuncName::parse(name).unwrap_or_else(|| panic!("{file}: bad name {name}"));
+        functions
+            .iter()
+            .find(|f| FuncName::of_function(f) == wanted)
+            .unwrap_or_else(|| panic!("{file}: no function {name}"))
+    };
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut linkages: Vec<(String, Linkage)> = Vec::new();
+    let mut groups: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    let mut alone: Vec<String> = Vec::new();
+    let mut directives = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("; linkage:") {
+            let mut words = rest.split_whitespace();
+            let l = linkage(words.next().unwrap());
+            linkages.extend(words.map(|w| (w.to_string(), l)));
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("; expect:") else {
+            continue;
+        };
+        directives += 1;
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        match words[0] {
+            "similar" => {
+                let (a, b) = (words[1], words[2]);
+                let n: usize = words[3].parse().unwrap();
+                for (l, r) in [(a, b), (b, a)] {
+                    match similar(&target, by_name(l), by_name(r)) {
+                        Ok(holes) => assert_eq!(
+                            holes.len(),
+                            n,
+                            "{file}: {l} and {r} differ in {} holes, expected {n}: {holes:?}",
+                            holes.len()
+                        ),
+                        Err(d) => panic!("{file}: {l} and {r} are not similar:\n{d}"),
+                    }
+                }
+                named.extend([a.to_string(), b.to_string()]);
+            }
+            "differ" => {
+                let (a, b) = (words[1], words[2]);
+                let what = words[3..].join(" ");
+                for (l, r) in [(a, b), (b, a)] {
+                    match similar(&target, by_name(l), by_name(r)) {
+                        Ok(holes) => panic!("{file}: {l} and {r} are similar: {holes:?}"),
+                        Err(d) => assert!(
+                            d.what.contains(&what),
+                            "{file}: {l} and {r} first differ in `{}`, expected `{what}`:\n{d}",
+                            d.what
+                        ),
+                    }
+                }
+                named.extend([a.to_string(), b.to_string()]);
+            }
+            "group" => {
+                let n: usize = words[1].parse().unwrap();
+                let members: BTreeSet<String> = words[2..].iter().map(|w| w.to_string()).collect();
+                named.extend(members.iter().cloned());
+                groups.push((n, members));
+            }
+            "alone" => {
+                alone.extend(words[1..].iter().map(|w| w.to_string()));
+                named.extend(words[1..].iter().map(|w| w.to_string()));
+            }
+            other => panic!("{file}: unknown directive {other}"),
+        }
+    }
+    assert!(directives > 0, "{file}: no directive");
+    for f in &functions {
+        let name = FuncName::of_function(f).to_string();
+        assert!(named.contains(&name), "{file}: no directive names {name}");
+    }
+
+    let mut sorted = functions.clone();
+    sorted.sort_by_key(FuncName::of_function);
+    let mut module = Module::new();
+    for f in sorted {
+        let name = FuncName::of_function(&f).to_string();
+        let l = linkages
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Linkage::Export, |&(_, l)| l);
+        module.add(f, l, false).unwrap();
+    }
+    let (rewritten, report) = merge_similar(
+        module,
+        &target,
+        &*isa,
+        &MergeOptions::default(),
+        &SimilarOptions { cost_model: false },
+    );
+    for (n, members) in &groups {
+        let found = report
+            .groups
+            .iter()
+            .find(|g| g.members.iter().any(|m| members.contains(m)))
+            .unwrap_or_else(|| panic!("{file}: no group holds any of {members:?}: {report:?}"));
+        let got: BTreeSet<String> = found.members.iter().cloned().collect();
+        assert_eq!(&got, members, "{file}: group members");
+        assert_eq!(
+            found.holes, *n,
+            "{file}: parameters of the group of {members:?}"
+        );
+    }
+    for name in &alone {
+        assert!(
+            report.groups.iter().all(|g| !g.members.contains(name)),
+            "{file}: {name} was merged: {report:?}"
+        );
+        let before = by_name(name);
+        let after = rewritten
+            .lookup(&FuncName::parse(name).unwrap())
+            .map(|i| &rewritten.get(i).func)
+            .unwrap();
+        assert_eq!(
+            before.display().to_string(),
+            after.display().to_string(),
+            "{file}: {name} was changed"
+        );
+    }
+    assert_eq!(
+        report.groups.len(),
+        groups.len(),
+        "{file}: groups beyond the expected ones: {report:?}"
+    );
+    for (_, m) in rewritten.iter() {
+        cranelift_codegen::verify_function(&m.func, &*isa).unwrap_or_else(|e| {
+            panic!(
+                "{file}: {} does not verify after rewriting: {e}\n{}",
+                m.name,
+                m.func.display()
+            )
+        });
+    }
+}
+
+#[test]
+fn every_similar_fixture_holds() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/similar");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 4, "fixtures missing in {}", dir.display());
+    for path in paths {
+        run_fixture(&path);
+    }
+}
