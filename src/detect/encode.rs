@@ -41,7 +41,8 @@
 //! local function whose address nobody compares, which it erases into its group's body.
 //!
 //! For merge-similar the policy may also declare *holes* ([`CallTargets::is_hole`]): the
-//! immediates of `iconst` and the callees of direct `call`/`return_call` whose values are
+//! immediates of `iconst`, load and store offsets, and the callees of direct
+//! `call`/`return_call`, whose values are
 //! left out (a placeholder stands in their place), so that functions differing only there
 //! encode the same; everything else is encoded exactly as above.
 
@@ -147,6 +148,8 @@ pub enum HoleSite {
     Constant(i64),
     /// The callee of a direct `call` or `return_call` (never of `try_call`).
     Callee(FuncRef),
+    /// The offset of a `load` or `store` (any width), sign-extended.
+    Offset(i64),
 }
 
 /// The detector's own policy: callees by name, and a call to oneself as [`CallTarget::SelfCall`].
@@ -548,6 +551,20 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         }
     }
 
+    /// A load or store offset, or its hole. An offset is 32 bits sign-extended, so it can
+    /// never equal the placeholder, whatever the policy answers where.
+    fn offset(&mut self, offset: i64, sink: &mut impl Sink) {
+        let hole = self.inst.is_some_and(|inst| {
+            self.calls
+                .is_hole(self.func, inst, HoleSite::Offset(offset))
+        });
+        if hole {
+            self.push(sink, HOLE, "offset (hole)");
+        } else {
+            self.push(sink, offset as Token, "offset");
+        }
+    }
+
     fn sig_ref(&mut self, sig: SigRef, sink: &mut impl Sink) {
         let func = self.func;
         let sig = &func.dfg.signatures[sig];
@@ -871,7 +888,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             } => {
                 self.mem_flags(flags, sink);
                 self.values(&[arg], sink);
-                self.push(sink, i64::from(offset) as Token, "offset");
+                self.offset(offset.into(), sink);
             }
             InstructionData::LoadNoOffset {
                 opcode: _,
@@ -909,7 +926,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             } => {
                 self.mem_flags(flags, sink);
                 self.values(&args, sink);
-                self.push(sink, i64::from(offset) as Token, "offset");
+                self.offset(offset.into(), sink);
             }
             InstructionData::StoreNoOffset {
                 opcode: _,

@@ -4,17 +4,22 @@
 //! The seeds' hash ignores constants and callees "which makes it useful when possibly
 //! merging functions which are the same modulo constants and call targets". This module
 //! is that comparison. A function is encoded exactly as the comparator encodes it
-//! ([`Encoder`]), except that the immediate of every `iconst` and the callee of every
-//! direct `call` and `return_call` to a named function are *holes*: a placeholder stands
+//! ([`Encoder`]), except that the immediate of every `iconst`, the offset of every load and
+//! store whose address is pointer-typed, and the callee of every direct `call` and
+//! `return_call` to a named function are *holes*: a placeholder stands
 //! in the encoding, and the value is recorded beside it, in encoding order. Two functions
 //! with equal hole encodings do the same thing once each hole holds its value, so one body
 //! with a parameter per differing hole can stand for both (`merge::similar`).
 //!
 //! Not holes, and so compared exactly: `try_call` targets (an exception edge cannot be
 //! rewritten into an indirect call here), `patchable` calls, libcalls and well-known
-//! symbols, `func_addr`/`symbol` addresses, floating-point and vector constants, and
-//! everything that is not a constant or a callee (types, opcodes, memory offsets, flags,
-//! the callee's signature and `colocated` flag).
+//! symbols, `func_addr`/`symbol` addresses, floating-point and vector constants, stack
+//! slot offsets, and everything that is not a constant, an offset or a callee (types,
+//! opcodes, memory flags, the callee's signature and `colocated` flag).
+//!
+//! An offset hole is sound to fill from a parameter: a load or store reaches
+//! `address + offset` (wrapping, in the pointer type), which is what `iadd address, p`
+//! with offset 0 reaches; flags such as `aligned` and `notrap` speak of that same address.
 
 use std::cell::RefCell;
 
@@ -44,6 +49,14 @@ pub enum HoleValue {
         /// Its bits.
         bits: i64,
     },
+    /// The offset of a load or store whose address has the type `ty` (the target's
+    /// pointer type), sign-extended to 64 bits.
+    Offset {
+        /// The address type.
+        ty: Type,
+        /// The offset.
+        bits: i64,
+    },
     /// A direct call to this function.
     Callee {
         /// The callee, resolved.
@@ -57,6 +70,7 @@ impl std::fmt::Display for HoleValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HoleValue::Constant { ty, bits } => write!(f, "iconst.{ty} {bits}"),
+            HoleValue::Offset { bits, .. } => write!(f, "offset {bits}"),
             HoleValue::Callee { name, .. } => write!(f, "call {name}"),
         }
     }
@@ -73,10 +87,21 @@ pub fn callee_may_be_hole(func: &Function, callee: FuncRef) -> bool {
         && matches!(data.name, ExternalName::User(_) | ExternalName::TestCase(_))
 }
 
-/// The hole policy: every `iconst` and every eligible direct callee is a hole, recorded in
-/// order; everything else is encoded as `base` encodes it.
+/// The address operand of a load or store.
+pub fn address_operand(func: &Function, inst: Inst) -> Option<cranelift_codegen::ir::Value> {
+    match func.dfg.insts[inst] {
+        InstructionData::Load { arg, .. } => Some(arg),
+        InstructionData::Store { args, .. } => Some(args[1]),
+        _ => None,
+    }
+}
+
+/// The hole policy: every `iconst`, every eligible direct callee and every load or store
+/// offset from a pointer-typed address is a hole, recorded in order; everything else is
+/// encoded as `base` encodes it.
 struct HolePolicy<'a, C: CallTargets> {
     base: &'a C,
+    pointer: Type,
     recorded: RefCell<Vec<(Inst, HoleSite)>>,
 }
 
@@ -96,6 +121,8 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
     fn is_hole(&self, func: &Function, inst: Inst, site: HoleSite) -> bool {
         let hole = match site {
             HoleSite::Constant(_) => true,
+            HoleSite::Offset(_) => address_operand(func, inst)
+                .is_some_and(|a| func.dfg.value_type(func.dfg.resolve_aliases(a)) == self.pointer),
             HoleSite::Callee(callee) => {
                 matches!(func.dfg.insts[inst], InstructionData::Call { .. })
                     && callee_may_be_hole(func, callee)
@@ -112,6 +139,7 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
 pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, Vec<Hole>) {
     let policy = HolePolicy {
         base: &ByName,
+        pointer: target.pointer_type(),
         recorded: RefCell::new(Vec::new()),
     };
     let mut tokens = Vec::with_capacity(func.dfg.num_insts() * 6 + 16);
@@ -122,14 +150,18 @@ pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, V
         .into_iter()
         .map(|(inst, site)| Hole {
             inst,
-            value: hole_value(func, inst, site),
+            value: hole_value(func, target, inst, site),
         })
         .collect();
     (tokens, holes)
 }
 
-fn hole_value(func: &Function, inst: Inst, site: HoleSite) -> HoleValue {
+fn hole_value(func: &Function, target: &TargetInfo, inst: Inst, site: HoleSite) -> HoleValue {
     match site {
+        HoleSite::Offset(bits) => HoleValue::Offset {
+            ty: target.pointer_type(),
+            bits,
+        },
         HoleSite::Constant(bits) => HoleValue::Constant {
             ty: func
                 .dfg
@@ -171,6 +203,7 @@ pub fn similar(
     if ltokens != rtokens {
         let policy = HolePolicy {
             base: &ByName,
+            pointer: target.pointer_type(),
             recorded: RefCell::new(Vec::new()),
         };
         return Err(
@@ -197,8 +230,12 @@ fn same_value(a: &HoleValue, b: &HoleValue) -> bool {
         (HoleValue::Constant { ty: t1, bits: b1 }, HoleValue::Constant { ty: t2, bits: b2 }) => {
             t1 == t2 && b1 == b2
         }
+        (HoleValue::Offset { ty: t1, bits: b1 }, HoleValue::Offset { ty: t2, bits: b2 }) => {
+            t1 == t2 && b1 == b2
+        }
         (HoleValue::Callee { name: n1, .. }, HoleValue::Callee { name: n2, .. }) => n1 == n2,
-        (HoleValue::Constant { .. }, HoleValue::Callee { .. })
-        | (HoleValue::Callee { .. }, HoleValue::Constant { .. }) => false,
+        (HoleValue::Constant { .. }, _)
+        | (HoleValue::Offset { .. }, _)
+        | (HoleValue::Callee { .. }, _) => false,
     }
 }

@@ -2,19 +2,21 @@
 //! targets, each original name a thunk that passes its own values.
 //!
 //! Identical merging (the rest of [`crate::merge`]) cannot fold `f(x) = x + 1` and
-//! `g(x) = x + 2`, nor two trampolines that each call their own target. This pass can, as
+//! `g(x) = x + 2`, nor two trampolines that each call their own target, nor two copies of
+//! a template that read a field at different offsets. This pass can, as
 //! Swift's MergeFunctions, LLVM's GlobalMergeFunc and Binaryen's MergeSimilarFunctions do:
 //!
 //! 1. **Classes.** The identical driver runs first; one representative per class of equal
 //!    functions goes on. A callee is identified by its class when calls to it may be
 //!    redirected (so two members calling equal functions agree), by name otherwise.
 //! 2. **Groups.** Every representative is encoded in the comparator's hole mode
-//!    ([`crate::detect::holes`]): constants and direct callees are holes. Equal encodings
+//!    ([`crate::detect::holes`]): constants, memory offsets and direct callees are holes. Equal encodings
 //!    form a group; a hole where all members agree is no hole, the others become parameters.
 //!    A group needing more parameters than allowed is split, greedily and in order.
 //! 3. **Bodies.** The shared body is the first member with a parameter appended per
-//!    differing hole: a constant's uses read the parameter, a call becomes `call_indirect`
-//!    (or `return_call_indirect`) through it. Every member of every class in the group
+//!    differing hole: a constant's uses read the parameter, a load or store adds it to its
+//!    address (offset 0), a call becomes `call_indirect` (or `return_call_indirect`)
+//!    through it. Every member of every class in the group
 //!    becomes a thunk with its own name, signature and linkage that passes its values
 //!    (`iconst`, `func_addr`) and tail-calls the body (`return_call` for the `tail`
 //!    convention where Cranelift allows it, otherwise a call and a return).
@@ -29,6 +31,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
     self, AbiParam, ExtFuncData, Function, InstBuilder, InstructionData, Opcode,
 };
@@ -43,7 +46,7 @@ use super::module::{FuncIndex, Linkage, Module, ModuleFunction};
 use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::function_hash;
-use crate::detect::holes::{encode_with_holes, Hole, HoleValue};
+use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::emit::compile::text_size;
 use crate::emit::thunk::{external_name, user_func_name};
 use crate::names::FuncName;
@@ -181,7 +184,9 @@ pub fn merge_similar(
     // Identities, and the groups that fit the parameter limit.
     let identity = |hole: &Hole| -> Identity {
         match &hole.value {
-            HoleValue::Constant { ty, bits } => Identity::Constant(ty.index(), *bits),
+            HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
+                Identity::Constant(ty.index(), *bits)
+            }
             HoleValue::Callee { name, .. } => match module.lookup(name) {
                 Some(c) if module.get(c).linkage != Linkage::Preemptible => {
                     Identity::Class(class_of[c])
@@ -414,7 +419,7 @@ fn build(
     let pointer = target.pointer_type();
     for positions in &candidate.params {
         let ty = match &holes[first][positions[0]].value {
-            HoleValue::Constant { ty, .. } => *ty,
+            HoleValue::Constant { ty, .. } | HoleValue::Offset { ty, .. } => *ty,
             HoleValue::Callee { .. } => pointer,
         };
         let param = body.dfg.append_block_param(entry, ty);
@@ -427,6 +432,22 @@ fn build(
                     body.dfg.clear_results(hole.inst);
                     body.layout.remove_inst(hole.inst);
                     body.dfg.change_to_alias(result, param);
+                }
+                HoleValue::Offset { .. } => {
+                    let address = address_operand(&body, hole.inst)?;
+                    let mut pos = FuncCursor::new(&mut body).at_inst(hole.inst);
+                    let moved = pos.ins().iadd(address, param);
+                    match &mut body.dfg.insts[hole.inst] {
+                        InstructionData::Load { arg, offset, .. } => {
+                            *arg = moved;
+                            *offset = 0.into();
+                        }
+                        InstructionData::Store { args, offset, .. } => {
+                            args[1] = moved;
+                            *offset = 0.into();
+                        }
+                        _ => return None,
+                    }
                 }
                 HoleValue::Callee { func_ref, .. } => {
                     let sig = body.dfg.ext_funcs[*func_ref].signature;
@@ -493,7 +514,9 @@ fn thunk(
     let mut args = b.block_params(block).to_vec();
     for positions in params {
         let value = match &holes[positions[0]].value {
-            HoleValue::Constant { ty, bits } => b.ins().iconst(*ty, *bits),
+            HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
+                b.ins().iconst(*ty, *bits)
+            }
             HoleValue::Callee { name, func_ref } => {
                 let data = &member.dfg.ext_funcs[*func_ref];
                 let sig = b.import_signature(member.dfg.signatures[data.signature].clone());
