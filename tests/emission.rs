@@ -559,3 +559,118 @@ fn addresses_of_folded_local_functions_follow_the_mode() {
         assert_eq!(run(&mut Command::new(&exe)).trim(), same, "{mode:?}");
     }
 }
+
+/// Merge-similar's thunks on x86_64 are register loads and a jump, written directly: no
+/// frame, one `mov` per added argument into the System V argument register it travels in
+/// (including r8/r9, and 64-bit constants), function addresses through the GOT with PIC
+/// and by `lea` without, then `jmp` to the shared body.
+#[test]
+fn similar_thunks_are_register_loads_and_a_jump() {
+    use clif_merge::merge::similar::{merge_similar, SimilarOptions};
+    let clif = "
+function %callee_a(i64) -> i64 system_v {
+block0(v0: i64):
+    return v0
+}
+function %callee_b(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = iconst.i64 1
+    v2 = iadd v0, v1
+    return v2
+}
+function %five_a(i64, i32) -> i64 system_v {
+    sig0 = (i64) -> i64 system_v
+    fn0 = colocated %callee_a sig0
+block0(v0: i64, v1: i32):
+    v2 = iconst.i64 0x1234_5678_9abc
+    v3 = iconst.i32 -3
+    v4 = iconst.i8 200
+    v5 = iconst.i64 -9
+    v6 = call fn0(v0)
+    v7 = iadd v6, v2
+    v8 = iadd v1, v3
+    v9 = uextend.i64 v8
+    v10 = uextend.i64 v4
+    v11 = iadd v7, v9
+    v12 = iadd v11, v10
+    v13 = imul v12, v5
+    return v13
+}
+function %five_b(i64, i32) -> i64 system_v {
+    sig0 = (i64) -> i64 system_v
+    fn0 = colocated %callee_b sig0
+block0(v0: i64, v1: i32):
+    v2 = iconst.i64 7
+    v3 = iconst.i32 3
+    v4 = iconst.i8 -1
+    v5 = iconst.i64 -9
+    v6 = call fn0(v0)
+    v7 = iadd v6, v2
+    v8 = iadd v1, v3
+    v9 = uextend.i64 v8
+    v10 = uextend.i64 v4
+    v11 = iadd v7, v9
+    v12 = iadd v11, v10
+    v13 = imul v12, v5
+    return v13
+}
+";
+    let dir = tempfile::tempdir().unwrap();
+    let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+    for pic in [true, false] {
+        let settings = [("is_pic".to_string(), pic.to_string())];
+        let isa = build_isa(&target, &settings).unwrap();
+        let mut module = Module::new();
+        for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
+            module.add(p.func, Linkage::Export, false).unwrap();
+        }
+        let options = MergeOptions::default();
+        let (module, report) = merge_similar(
+            module,
+            &target,
+            &*isa,
+            &options,
+            &SimilarOptions { cost_model: false },
+        );
+        let five = report
+            .groups
+            .iter()
+            .find(|g| g.members.contains(&"%five_a".to_string()))
+            .expect("five_a and five_b are merged");
+        assert_eq!(five.holes, 4, "{report:?}");
+        let plan = clif_merge::merge(&module, &target, &options);
+        let (bytes, _) =
+            emit_object(&module, &plan, isa, &options, &EmitOptions::default()).unwrap();
+        let path = write(dir.path(), &format!("similar_{pic}.o"), &bytes);
+        let disassembly = run(Command::new("objdump")
+            .args(["-dr", "--no-show-raw-insn"])
+            .arg(&path));
+        let start = disassembly.find("<five_a>:").unwrap();
+        let body: Vec<&str> = disassembly[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        let text = body.join("\n");
+        // rdi and rsi hold the own arguments; the four added ones (the callee and three
+        // constants; the fourth constant agrees) go to rdx, rcx, r8 and r9.
+        let loads: Vec<&&str> = body
+            .iter()
+            .filter(|l| l.contains("mov") || l.contains("lea"))
+            .collect();
+        assert_eq!(loads.len(), 4, "four loads:\n{text}");
+        assert!(!text.contains("push"), "no frame:\n{text}");
+        assert!(text.contains("movabs $0x123456789abc"), "{text}");
+        assert!(text.contains("%r8") && text.contains("%r9"), "{text}");
+        assert!(
+            body.last().unwrap().contains("clif_merge_similar_five_a"),
+            "ends with the jump's relocation:\n{text}"
+        );
+        if pic {
+            assert!(text.contains("R_X86_64_GOTPCREL\tcallee_a"), "{text}");
+        } else {
+            assert!(text.contains("lea"), "{text}");
+        }
+    }
+}

@@ -11,10 +11,11 @@ use std::collections::{BTreeSet, HashMap};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
 use cranelift_codegen::isa::TargetIsa;
-use cranelift_module::{FuncId, ModuleReloc};
+use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use rayon::prelude::*;
 
 use super::clif::redirected;
+use super::thunk::register_thunk;
 use super::EmitError;
 use crate::merge::{FuncIndex, MergePlan, Module};
 use crate::names::FuncName;
@@ -189,6 +190,9 @@ fn symbolized(
 /// The bytes `func` takes in `.text` once compiled for `isa`: its code, padded to its
 /// alignment (what merge-similar's cost model weighs).
 pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String> {
+    if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
+        return Ok(thunk.bytes.len() as u64);
+    }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
     let align = u64::from(code.buffer.alignment).max(1);
@@ -213,6 +217,26 @@ fn compiled_context(
 }
 
 fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
+    if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
+        let mut relocs = Vec::with_capacity(thunk.relocs.len());
+        for (offset, kind, func_ref, addend) in thunk.relocs {
+            let ExternalName::User(r) = func.dfg.ext_funcs[func_ref].name else {
+                return Err("a thunk names a function that has no symbol number".into());
+            };
+            let name = &func.params.user_named_funcs()[r];
+            relocs.push(ModuleReloc {
+                offset,
+                kind,
+                name: ModuleRelocTarget::user(name.namespace, name.index),
+                addend,
+            });
+        }
+        return Ok(CompiledBody {
+            bytes: thunk.bytes,
+            alignment: 1,
+            relocs,
+        });
+    }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
     // `FunctionOffset` relocations name this placeholder id; definition replaces it.
