@@ -7,6 +7,11 @@
 //! `0x14000000` + R_AARCH64_CALL26). Elsewhere, or when asked, the thunk is CLIF compiled
 //! like any function: `return_call` for the `tail` convention (the verifier allows it only
 //! there), a call followed by a return of its results otherwise.
+//!
+//! Merge-similar's thunks add arguments (constants, function addresses) before jumping.
+//! On x86_64, when all of the target's arguments travel in registers, such a CLIF thunk is
+//! recognised by its shape and written directly ([`register_thunk`]): a `mov` per added
+//! argument into its System V register, then the same `jmp`, with no frame.
 
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir::{self, InstBuilder, UserExternalName, UserFuncName};
