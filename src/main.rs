@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use clif_merge::detect::similar;
 use clif_merge::emit::{build_isa, clif::merged_clif, emit_object, write_atomically, EmitOptions};
 use clif_merge::merge::similar::{merge_similar, SimilarOptions};
 use clif_merge::merge::{explain_in_plan, merge, Linkage, MergeMode, MergeOptions, Module};
@@ -277,8 +278,17 @@ fn run(cli: &Cli) -> Result<(), String> {
         addresses_insignificant: cli.addresses_insignificant,
         fold_cycles: !cli.no_cycles,
     };
+    let merging_similar = cli.merge_similar && mode != MergeMode::Disabled;
+    // With merge-similar, explain the functions as read (they become thunks).
+    let mut explanation = match (&cli.explain, merging_similar) {
+        (Some(pair), true) => {
+            let plan = merge(&module, &target, &options);
+            Some(explain_pair(&module, &target, &options, &plan, pair, true)?)
+        }
+        _ => None,
+    };
     let mut similar = None;
-    if cli.merge_similar && mode != MergeMode::Disabled {
+    if merging_similar {
         let isa = isa.as_ref().ok_or_else(|| {
             format!(
                 "--merge-similar measures code size, and Cranelift cannot compile for {}",
@@ -297,31 +307,32 @@ fn run(cli: &Cli) -> Result<(), String> {
     }
     let plan = merge(&module, &target, &options);
     let merge_s = start.elapsed().as_secs_f64();
-
-    // Explain.
-    let explanation = match &cli.explain {
-        Some(pair) => {
-            let find = |text: &str| {
-                let name = FuncName::parse(text).ok_or_else(|| {
-                    format!("--explain: `{text}` is not a function name (write %name or u0:7)")
-                })?;
-                module
-                    .lookup(&name)
-                    .ok_or_else(|| format!("--explain: no function {name} in the input"))
-            };
-            let (a, b) = (find(&pair[0])?, find(&pair[1])?);
-            let (na, nb) = (&module.get(a).name, &module.get(b).name);
-            Some(if plan.same_body(a, b) {
-                format!("{na} and {nb} are equal: they share one body\n")
-            } else {
-                match explain_in_plan(&module, &target, &options, &plan, a, b) {
-                    None => format!("{na} and {nb} are equal\n"),
-                    Some(d) => format!("{na} and {nb} differ\n{d}\n"),
-                }
-            })
+    if let (Some(pair), false) = (&cli.explain, merging_similar) {
+        explanation = Some(explain_pair(
+            &module, &target, &options, &plan, pair, false,
+        )?);
+    }
+    if let (Some(text), Some(report), Some(pair)) = (&mut explanation, &similar, &cli.explain) {
+        let names: Vec<String> = pair
+            .iter()
+            .filter_map(|n| FuncName::parse(n))
+            .map(|n| n.to_string())
+            .collect();
+        match report
+            .groups
+            .iter()
+            .find(|g| names.iter().all(|n| g.members.contains(n)))
+        {
+            Some(g) => text.push_str(&format!(
+                "merge-similar: they share the body {}\n",
+                g.body
+            )),
+            None if text.contains("they are similar") => text.push_str(
+                "merge-similar: not merged (the cost model or the parameter limit kept them apart)\n",
+            ),
+            None => {}
         }
-        None => None,
-    };
+    }
 
     // Emit.
     let mut emitted = None;
@@ -389,6 +400,54 @@ fn run(cli: &Cli) -> Result<(), String> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+/// What `--explain A B` prints: whether the two functions share a body, and if not where
+/// they first differ; with merge-similar, also whether they are equal except for holes.
+fn explain_pair(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    plan: &clif_merge::MergePlan,
+    pair: &[String],
+    merging_similar: bool,
+) -> Result<String, String> {
+    let find = |text: &str| {
+        let name = FuncName::parse(text).ok_or_else(|| {
+            format!("--explain: `{text}` is not a function name (write %name or u0:7)")
+        })?;
+        module
+            .lookup(&name)
+            .ok_or_else(|| format!("--explain: no function {name} in the input"))
+    };
+    let (a, b) = (find(&pair[0])?, find(&pair[1])?);
+    let (na, nb) = (&module.get(a).name, &module.get(b).name);
+    let mut text = if plan.same_body(a, b) {
+        format!("{na} and {nb} are equal: they share one body\n")
+    } else {
+        match explain_in_plan(module, target, options, plan, a, b) {
+            None => format!("{na} and {nb} are equal\n"),
+            Some(d) => format!("{na} and {nb} differ\n{d}\n"),
+        }
+    };
+    if merging_similar && !plan.same_body(a, b) {
+        match similar(target, &module.get(a).func, &module.get(b).func) {
+            Ok(holes) => {
+                text.push_str(&format!(
+                    "with holes they are similar: {} hole(s) hold different values\n",
+                    holes.len()
+                ));
+                for h in holes {
+                    text.push_str(&format!(
+                        "  left:  {}\n  right: {}\n",
+                        h.left.value, h.right.value
+                    ));
+                }
+            }
+            Err(d) => text.push_str(&format!("with holes they still differ\n{d}\n")),
+        }
+    }
+    Ok(text)
 }
 
 fn write_output(path: &Path, bytes: &[u8]) -> Result<(), String> {

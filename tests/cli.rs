@@ -1366,3 +1366,33 @@ fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
     let plain = run(plain).ok();
     assert!(plain.json()["similar"].is_null());
 }
+
+#[test]
+fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
+    let constants = fixture("similar/constants.clif");
+    let run_explain = |a: &str, b: &str| {
+        run(args![
+            &constants,
+            "--target",
+            X86,
+            "--merge-similar",
+            "--explain",
+            a,
+            b
+        ])
+        .ok()
+        .stdout
+    };
+    let text = run_explain("%narrow_a", "%narrow_c");
+    assert!(text.contains("%narrow_a and %narrow_c differ"), "{text}");
+    assert!(
+        text.contains("with holes they are similar: 1 hole(s) hold different values"),
+        "{text}"
+    );
+    assert!(text.contains("left:  iconst.i32 -2147483648"), "{text}");
+    assert!(text.contains("right: iconst.i32 7"), "{text}");
+    assert!(text.contains("merge-similar:"), "{text}");
+    let text = run_explain("%f64_half", "%f64_third");
+    assert!(text.contains("with holes they still differ"), "{text}");
+    assert!(text.contains("immediate (f64 bits)"), "{text}");
+}

@@ -69,7 +69,11 @@ pub enum HoleValue {
 impl std::fmt::Display for HoleValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            HoleValue::Constant { ty, bits } => write!(f, "iconst.{ty} {bits}"),
+            HoleValue::Constant { ty, bits } => {
+                // As CLIF prints it: signed, in the constant's width.
+                let shift = 64 - ty.bits().clamp(1, 64);
+                write!(f, "iconst.{ty} {}", (bits << shift) >> shift)
+            }
             HoleValue::Offset { bits, .. } => write!(f, "offset {bits}"),
             HoleValue::Callee { name, .. } => write!(f, "call {name}"),
         }
