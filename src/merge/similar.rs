@@ -23,6 +23,12 @@
 //! 4. **Cost.** Body, thunks and the originals are compiled for the target, and a group is
 //!    merged only when the body and the thunks take fewer `.text` bytes than the originals.
 //!
+//! Recursion and cycles need no special case: a call to a member, itself included, is a
+//! callee hole like any other, filled with the member's own address, so the shared body
+//! calls the member's thunk, which passes the member's values again. Agreement between
+//! callees uses only the identical merger's classes, which are sound (cycle classes
+//! included); no optimistic assumption is made here.
+//!
 //! The result is a new module that the identical merger and the emitter take as usual. Each
 //! name keeps a body of its own (its thunk), so no address changes and every linkage is
 //! kept: the linkage and address rules of identical merging apply unchanged to the new
