@@ -13,6 +13,10 @@
 //! thunk, not an alias); mark functions whose address nobody compares with
 //! [`FunctionMerger::set_unnamed_addr`], or set `addresses_insignificant`.
 //!
+//! [`FunctionMerger::with_merge_similar`] adds merge-similar: functions that differ only in
+//! constants, offsets and callees share a body that the merger declares in the module as a
+//! local function; the compiler's own ids all stay functions (thunks into that body).
+//!
 //! ```
 //! use clif_merge::plugin::FunctionMerger;
 //! use clif_merge::MergeOptions;
@@ -68,6 +72,7 @@ use cranelift_object::{ObjectModule, ObjectProduct};
 
 use crate::emit::define::{define_all, AliasStyle, Naming};
 use crate::emit::{compile_and_fold, EmitError, EmitOptions, EmitSummary};
+use crate::merge::similar::{merge_similar, SimilarOptions};
 use crate::merge::{merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
@@ -119,6 +124,7 @@ pub struct FunctionMerger {
     functions: Vec<(FuncId, Function)>,
     ids: HashSet<FuncId>,
     unnamed_addr: HashSet<FuncId>,
+    similar: Option<SimilarOptions>,
 }
 
 /// The result of [`FunctionMerger::define_in_object`] or [`FunctionMerger::define_in_jit`].
@@ -145,7 +151,17 @@ impl FunctionMerger {
             functions: Vec::new(),
             ids: HashSet::new(),
             unnamed_addr: HashSet::new(),
+            similar: None,
         })
+    }
+
+    /// Also merge functions that differ only in integer constants, memory offsets and
+    /// direct callees ([`crate::merge::similar`]) when defining. Each shared body is
+    /// declared in the module as a local function named `clif_merge_similar_…`; every id
+    /// the compiler declared stays a function of its own (a thunk into the body).
+    pub fn with_merge_similar(mut self, options: SimilarOptions) -> Self {
+        self.similar = Some(options);
+        self
     }
 
     /// Use `emit` (thunk style, machine-code folding, sections) when defining.
@@ -173,7 +189,18 @@ impl FunctionMerger {
 
     /// The merge plan for the functions added so far, with linkages from `module`'s
     /// declarations, and the merger's view of them (index order = order added).
+    ///
+    /// This is identical merging only: merge-similar ([`FunctionMerger::with_merge_similar`])
+    /// declares its shared bodies in the module, which happens in `define_in_*`.
     pub fn plan<M: CraneliftModule>(&self, module: &M) -> Result<(Module, MergePlan), PluginError> {
+        let merge_module = self.merge_module(module)?;
+        let plan = merge(&merge_module, &self.target, &self.options);
+        Ok((merge_module, plan))
+    }
+
+    /// The functions added so far as a [`Module`], with linkages from `module`'s
+    /// declarations (index order = order added).
+    fn merge_module<M: CraneliftModule>(&self, module: &M) -> Result<Module, PluginError> {
         let declared: HashSet<FuncId> = module
             .declarations()
             .get_functions()
@@ -201,8 +228,7 @@ impl FunctionMerger {
                 .add(func.clone(), decl.linkage, self.unnamed_addr.contains(id))
                 .map_err(|_| PluginError::AddedTwice(*id))?;
         }
-        let plan = merge(&merge_module, &self.target, &self.options);
-        Ok((merge_module, plan))
+        Ok(merge_module)
     }
 
     /// Merge and define every function added in `module`. Call
@@ -223,7 +249,19 @@ impl FunctionMerger {
         module: &mut M,
         style: AliasStyle,
     ) -> Result<Merged, PluginError> {
-        let (merge_module, plan) = self.plan(module)?;
+        let mut merge_module = self.merge_module(module)?;
+        let mut ids: Vec<FuncId> = self.functions.iter().map(|(id, _)| *id).collect();
+        if let Some(similar) = &self.similar {
+            let (rewritten, report) = merge_similar(
+                merge_module,
+                &self.target,
+                module.isa(),
+                &self.options,
+                similar,
+            );
+            merge_module = declare_shared_bodies(module, rewritten, report.groups.len(), &mut ids)?;
+        }
+        let plan = merge(&merge_module, &self.target, &self.options);
         let (compiled, plan) = compile_and_fold(
             &merge_module,
             &plan,
@@ -240,7 +278,6 @@ impl FunctionMerger {
             style,
             Naming::Existing,
         )?;
-        let ids: Vec<FuncId> = self.functions.iter().map(|(id, _)| *id).collect();
         let index = ids
             .iter()
             .enumerate()
@@ -305,6 +342,46 @@ impl Merged {
             crate::emit::object::point_alias(&mut product.object, symbol, target, linkage);
         }
     }
+}
+
+/// Declare the `count` shared bodies merge-similar appended to `rewritten` as local
+/// functions of `module`, and give them (and every call to them) the names of their new
+/// ids; their ids are appended to `ids`.
+fn declare_shared_bodies<M: CraneliftModule>(
+    module: &mut M,
+    rewritten: Module,
+    count: usize,
+    ids: &mut Vec<FuncId>,
+) -> Result<Module, PluginError> {
+    if count == 0 {
+        return Ok(rewritten);
+    }
+    let first_body = rewritten.len() - count;
+    let mut renamed: HashMap<FuncName, FuncName> = HashMap::new();
+    for (f, m) in rewritten.iter().skip(first_body) {
+        let id = module
+            .declare_function(&m.name.symbol(), Linkage::Local, &m.func.signature)
+            .map_err(|e| EmitError::Object(format!("declaring {}: {e}", m.name)))?;
+        debug_assert_eq!(f.as_u32() as usize, ids.len());
+        ids.push(id);
+        renamed.insert(m.name.clone(), func_name(id));
+    }
+    let mut out = Module::new();
+    for (_, mut m) in rewritten.into_functions() {
+        if let Some(new) = renamed.get(&m.name) {
+            m.func.name = crate::emit::thunk::user_func_name(new);
+        }
+        let refs: Vec<cranelift_codegen::ir::FuncRef> = m.func.dfg.ext_funcs.keys().collect();
+        for r in refs {
+            let name = FuncName::of_external(&m.func, &m.func.dfg.ext_funcs[r].name);
+            if let Some(new) = renamed.get(&name) {
+                m.func.dfg.ext_funcs[r].name = crate::emit::thunk::external_name(&mut m.func, new);
+            }
+        }
+        out.add(m.func, m.linkage, m.unnamed_addr)
+            .map_err(|e| EmitError::Object(e.to_string()))?;
+    }
+    Ok(out)
 }
 
 /// The name the merger gives a function declared as `id`.

@@ -482,3 +482,77 @@ fn action_says_what_each_id_became_in_a_jit() {
     distinct.dedup();
     assert_eq!(distinct.len(), 6, "every id has its own code in a JIT");
 }
+
+/// With merge-similar, functions that differ only in a constant share one body, declared by
+/// the merger as a local function of the module; every id the compiler declared is still a
+/// function of its own that returns what it returned before (JIT), and the object defines
+/// the body as a local symbol beside them.
+#[test]
+fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
+    use clif_merge::merge::similar::SimilarOptions;
+    let constants = [-1i64, 999, 1999, 0x7fff_ffff_ffff, -0x8000_0000];
+    let mut module = jit_module();
+    let ids: Vec<FuncId> = (0..constants.len())
+        .map(|i| declare(&mut module, &format!("add_{i}"), Linkage::Export))
+        .collect();
+    let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default())
+        .unwrap()
+        .with_merge_similar(SimilarOptions { cost_model: false });
+    for (&id, &c) in ids.iter().zip(&constants) {
+        merger.add(id, add_const(&module, id, I64, c)).unwrap();
+    }
+    merger.define_in_jit(&mut module).unwrap();
+    module.finalize_definitions().unwrap();
+    for (&id, &c) in ids.iter().zip(&constants) {
+        let f: extern "C" fn(i64) -> i64 =
+            unsafe { std::mem::transmute(module.get_finalized_function(id)) };
+        for x in [0i64, 5, -7, i64::MAX] {
+            assert_eq!(f(x), x.wrapping_add(c), "add_{c}({x})");
+        }
+    }
+    let bodies = module
+        .declarations()
+        .get_functions()
+        .filter(|(_, d)| {
+            d.name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("clif_merge_similar_"))
+        })
+        .count();
+    assert_eq!(bodies, 1, "one shared body declared");
+
+    let mut module = object_module();
+    let ids: Vec<FuncId> = (0..constants.len())
+        .map(|i| declare(&mut module, &format!("add_{i}"), Linkage::Export))
+        .collect();
+    let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default())
+        .unwrap()
+        .with_merge_similar(SimilarOptions { cost_model: false });
+    for (&id, &c) in ids.iter().zip(&constants) {
+        merger.add(id, add_const(&module, id, I64, c)).unwrap();
+    }
+    let merged = merger.define_in_object(&mut module).unwrap();
+    let mut product = module.finish();
+    merged.finish_object(&mut product);
+    let bytes = product.emit().unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let defined: Vec<(String, bool)> = file
+        .symbols()
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+        .map(|s| {
+            (
+                s.name().unwrap().trim_start_matches('_').to_string(),
+                s.is_global(),
+            )
+        })
+        .collect();
+    for i in 0..constants.len() {
+        assert!(defined.contains(&(format!("add_{i}"), true)), "{defined:?}");
+    }
+    assert!(
+        defined
+            .iter()
+            .any(|(n, global)| n.starts_with("clif_merge_similar_") && !global),
+        "a local shared body: {defined:?}"
+    );
+}
