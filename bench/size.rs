@@ -5,19 +5,25 @@
 //! - the object is written with `--merge-functions disabled`, `trampolines` and `aliases`
 //!   (x86_64-unknown-linux-gnu, is_pic=true, preserve_frame_pointers=true,
 //!   opt_level=speed): functions, folded, bodies compiled, `.text` bytes of the object;
+//! - and with `--merge-similar` before `trampolines` and before `aliases`: the same, plus
+//!   the names merge-similar turned into thunks into a shared body (and how many bodies);
 //! - the unmerged object is written again one function per section
 //!   (`EmitOptions::per_function_section`, `--function-sections`) and linked into a shared
 //!   library by `ld.lld -shared --icf=all`, `ld.lld -shared -Bsymbolic --icf=all`,
 //!   `ld.gold -shared --icf=all` and `ld.gold -shared -Bsymbolic --icf=all`, and without ICF
 //!   (the baseline); clif-merge's objects are linked by `ld.lld -shared` without ICF. Folded
 //!   counts for a library are names sharing an address; `.text` is the library's section;
-//! - code generation is timed for the disabled plan and for the default mode's plan
-//!   (`compile_bodies`, 5 runs each, alternating, median) where that plan compiles fewer
-//!   bodies.
+//! - code generation is timed for the disabled plan, for the default mode's plan where that
+//!   plan compiles fewer bodies, and for the default mode's plan over the module
+//!   merge-similar rewrote (`compile_bodies`, 5 runs each, alternating, median); the
+//!   merge-similar pass itself (which compiles every candidate group twice for its cost
+//!   model) is timed once, from the trampolines emission.
 //!
-//! Prints three tables and draws `bench/size.svg` (`.text` saved per corpus and method).
-//! `cargo bench --bench size` (about 3 minutes on 2 cores). As a test (`cargo test
-//! --benches`, no `--bench` argument) it only does zstd and draws nothing.
+//! Prints the size table, what merge-similar did, link times and the compile-time table,
+//! and draws `bench/size.svg` (`.text` saved per corpus and method).
+//! `cargo bench --bench size` (about 2 minutes on 2 cores). As a test (`cargo test
+//! --benches`, no `--bench` argument) it only does zstd, times no code generation and
+//! draws nothing.
 
 mod common;
 
@@ -28,6 +34,7 @@ use std::time::Instant;
 
 use clif_merge::emit::compile::compile_bodies;
 use clif_merge::merge::{MergeMode, MergeOptions, MergePlan, Module};
+use common::Similar;
 use cranelift_object::object::{self, Object as _, ObjectSection as _, ObjectSymbol as _};
 use plotters::prelude::*;
 
@@ -83,6 +90,8 @@ fn link(linker: &str, args: &[&str], input: &Path, out: &Path) -> Option<(usize,
 struct Row {
     label: &'static str,
     folded: Option<usize>,
+    /// What merge-similar did (its rows only).
+    similar: Option<Similar>,
     /// `.text` of the object (clif-merge's own rows).
     object_text: Option<u64>,
     /// `.text` of the linked library.
@@ -98,29 +107,49 @@ struct CorpusResult {
     compiled: Vec<(&'static str, usize)>,
     /// Bodies the default mode's plan compiles (before machine-code folding).
     plan_bodies: usize,
-    /// Median seconds of `compile_bodies` for the disabled plan and the merged plan (when
-    /// measured, and when the plan compiles fewer bodies).
-    codegen: Option<(f64, f64)>,
+    /// Bodies the default mode's plan compiles over the module merge-similar rewrote
+    /// (shared bodies and thunks included).
+    similar_plan_bodies: usize,
+    /// Seconds in the merge-similar pass (trampolines emission).
+    similar_pass_s: f64,
+    /// Code generation times (when measured).
+    codegen: Option<Codegen>,
 }
 
-/// Median seconds of code generation for the disabled plan and for the default mode's
-/// plan, 5 alternating runs each; `None` when the plan compiles every body anyway.
-fn codegen_times(module: &Module, plan: &MergePlan) -> Option<(f64, f64)> {
-    if plan.compiled_count(module) == module.len() {
-        return None;
-    }
+/// Median seconds of `compile_bodies`.
+struct Codegen {
+    disabled: f64,
+    /// The default mode's plan; `None` when it compiles every body anyway.
+    merged: Option<f64>,
+    /// The default mode's plan over the module merge-similar rewrote.
+    similar: f64,
+}
+
+/// Median seconds of code generation for the disabled plan, for the default mode's plan
+/// (when it compiles fewer bodies) and for the default mode's plan over the rewritten
+/// module `similar`, 5 alternating runs each.
+fn codegen_times(module: &Module, plan: &MergePlan, similar: (&Module, &MergePlan)) -> Codegen {
     let isa = common::isa();
     let disabled = MergePlan::default();
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let fewer = plan.compiled_count(module) < module.len();
+    let (mut off, mut on, mut sim) = (Vec::new(), Vec::new(), Vec::new());
+    let time = |m: &Module, p: &MergePlan, into: &mut Vec<f64>| {
+        let t = Instant::now();
+        compile_bodies(m, p, &*isa).expect("compiles");
+        into.push(t.elapsed().as_secs_f64());
+    };
     for _ in 0..5 {
-        let t = Instant::now();
-        compile_bodies(module, &disabled, &*isa).expect("compiles");
-        off.push(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        compile_bodies(module, plan, &*isa).expect("compiles");
-        on.push(t.elapsed().as_secs_f64());
+        time(module, &disabled, &mut off);
+        if fewer {
+            time(module, plan, &mut on);
+        }
+        time(similar.0, similar.1, &mut sim);
     }
-    Some((common::median(&mut off), common::median(&mut on)))
+    Codegen {
+        disabled: common::median(&mut off),
+        merged: fewer.then(|| common::median(&mut on)),
+        similar: common::median(&mut sim),
+    }
 }
 
 fn measure(name: &'static str, dir: &Path, tmp: &Path, full: bool) -> CorpusResult {
@@ -143,12 +172,22 @@ fn measure(name: &'static str, dir: &Path, tmp: &Path, full: bool) -> CorpusResu
     let aliases = common::emit(&module, MergeMode::Aliases, false);
     let tramp_o = write(&trampolines, "trampolines.o");
     let alias_o = write(&aliases, "aliases.o");
+    let t = Instant::now();
+    let (similar_t, rewritten) = common::emit_similar(&module, MergeMode::Trampolines);
+    let (similar_a, _) = common::emit_similar(&module, MergeMode::Aliases);
+    eprintln!(
+        "size bench: {name}: merge-similar, both modes, in {}",
+        common::fmt_s(t.elapsed().as_secs_f64())
+    );
+    let similar_t_o = write(&similar_t, "similar-trampolines.o");
+    let similar_a_o = write(&similar_a, "similar-aliases.o");
 
     let so = |file: &str| tmp.join(format!("{name}-{file}"));
     let plain = link("ld.lld", &["-shared"], &unmerged, &so("plain.so"));
     let mut rows = vec![Row {
         label: "unmerged (disabled)",
         folded: Some(0),
+        similar: None,
         object_text: Some(disabled.text_bytes),
         linked_text: plain.map(|p| p.1),
         link_s: plain.map(|p| p.2),
@@ -176,6 +215,7 @@ fn measure(name: &'static str, dir: &Path, tmp: &Path, full: bool) -> CorpusResu
         rows.push(Row {
             label,
             folded: r.map(|r| r.0),
+            similar: None,
             object_text: None,
             linked_text: r.map(|r| r.1),
             link_s: r.map(|r| r.2),
@@ -189,11 +229,24 @@ fn measure(name: &'static str, dir: &Path, tmp: &Path, full: bool) -> CorpusResu
             "ours-t.so",
         ),
         ("clif-merge aliases", &aliases, &alias_o, "ours-a.so"),
+        (
+            "clif-merge --merge-similar trampolines",
+            &similar_t,
+            &similar_t_o,
+            "similar-t.so",
+        ),
+        (
+            "clif-merge --merge-similar aliases",
+            &similar_a,
+            &similar_a_o,
+            "similar-a.so",
+        ),
     ] {
         let r = link("ld.lld", &["-shared"], o, &so(file));
         rows.push(Row {
             label,
             folded: Some(e.folded),
+            similar: e.similar,
             object_text: Some(e.text_bytes),
             linked_text: r.map(|r| r.1),
             link_s: r.map(|r| r.2),
@@ -203,20 +256,22 @@ fn measure(name: &'static str, dir: &Path, tmp: &Path, full: bool) -> CorpusResu
         ("disabled", disabled.compiled),
         ("trampolines", trampolines.compiled),
         ("aliases", aliases.compiled),
+        ("similar trampolines", similar_t.compiled),
+        ("similar aliases", similar_a.compiled),
     ];
     let plan = clif_merge::merge(&module, &common::target(), &MergeOptions::default());
     let plan_bodies = plan.compiled_count(&module);
-    let codegen = if full {
-        codegen_times(&module, &plan)
-    } else {
-        None
-    };
+    let similar_plan = clif_merge::merge(&rewritten, &common::target(), &MergeOptions::default());
+    let similar_plan_bodies = similar_plan.compiled_count(&rewritten);
+    let codegen = full.then(|| codegen_times(&module, &plan, (&rewritten, &similar_plan)));
     CorpusResult {
         name,
         functions: module.len(),
         rows,
         compiled,
         plan_bodies,
+        similar_plan_bodies,
+        similar_pass_s: similar_t.similar.map_or(0.0, |s| s.pass_s),
         codegen,
     }
 }
@@ -239,47 +294,75 @@ fn print(results: &[CorpusResult]) {
     );
     println!();
     println!(
-        "| corpus | method | functions | folded | object .text | saved | linked .text | saved |"
+        "| corpus | method | functions | folded | similar thunks (shared bodies) | folded or thunked | object .text | saved | linked .text | saved |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         let object_base = r.rows[0].object_text.unwrap_or(0);
         let linked_base = r.rows[0].linked_text;
         for row in &r.rows {
             let object = match row.object_text {
-                Some(t) => (
-                    common::thousands(t),
-                    format!(
-                        "{} ({:.1}%)",
-                        common::thousands(object_base - t),
-                        pct(object_base - t, object_base)
-                    ),
-                ),
+                Some(t) => (common::thousands(t), saving(object_base, t)),
                 None => ("–".into(), "–".into()),
             };
             let linked = match (row.linked_text, linked_base) {
-                (Some(t), Some(base)) => (
-                    common::thousands(t),
-                    format!(
-                        "{} ({:.1}%)",
-                        common::thousands(base.saturating_sub(t)),
-                        pct(base.saturating_sub(t), base)
-                    ),
-                ),
+                (Some(t), Some(base)) => (common::thousands(t), saving(base, t)),
                 (Some(t), None) => (common::thousands(t), "–".into()),
                 _ => ("did not link".into(), "–".into()),
             };
+            let similar = row.similar.map_or("–".into(), |s| {
+                format!(
+                    "{} ({})",
+                    common::thousands(s.thunks as u64),
+                    common::thousands(s.bodies as u64)
+                )
+            });
+            let either = row
+                .folded
+                .map(|f| f + row.similar.map_or(0, |s| s.thunks - s.overlap));
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.name,
                 row.label,
                 common::thousands(r.functions as u64),
                 row.folded
                     .map_or("–".into(), |f| common::thousands(f as u64)),
+                similar,
+                either.map_or("–".into(), |f| format!(
+                    "{} ({:.1}%)",
+                    common::thousands(f as u64),
+                    100.0 * f as f64 / r.functions as f64
+                )),
                 object.0,
                 object.1,
                 linked.0,
                 linked.1
+            );
+        }
+    }
+    println!(
+        "(folded: names folded by identical merging, or sharing an address in the library; \
+         similar thunks: names merge-similar turned into thunks into a shared body, and the \
+         bodies; folded or thunked: names without a body of their own, each counted once \
+         (every member of a class of equal functions becomes its own thunk, and the equal \
+         thunks then fold again, so a name can be both folded and a similar thunk))"
+    );
+    println!();
+    println!("merge-similar:");
+    for r in results {
+        for row in &r.rows {
+            let Some(s) = row.similar else { continue };
+            println!(
+                "  {} {}: {} thunks into {} shared bodies, {} groups turned down by the cost model, \
+                 {} bytes saved by the pass's own measure, {} names both folded and thunks, pass {}",
+                r.name,
+                row.label,
+                s.thunks,
+                s.bodies,
+                s.rejected_by_cost,
+                common::thousands(s.bytes_saved),
+                s.overlap,
+                common::fmt_s(s.pass_s)
             );
         }
     }
@@ -301,8 +384,8 @@ fn print(results: &[CorpusResult]) {
     }
     println!();
     println!("compile time saved (bodies never compiled):");
-    println!("| corpus | functions | bodies compiled | bodies in the object (trampolines / aliases) | codegen, disabled | codegen, merged | saved |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| corpus | functions | bodies compiled | bodies in the object (trampolines / aliases) | codegen, disabled | codegen, merged | saved | bodies compiled, merge-similar | bodies in the object, merge-similar (trampolines / aliases) | codegen, merge-similar | saved | merge-similar pass |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         let bodies = |m: &str| {
             r.compiled
@@ -310,25 +393,37 @@ fn print(results: &[CorpusResult]) {
                 .find(|c| c.0 == m)
                 .map_or("–".into(), |c| common::thousands(c.1 as u64))
         };
-        let (off, on, saved) = match r.codegen {
-            Some((off, on)) => (
-                common::fmt_s(off),
-                common::fmt_s(on),
-                format!(
-                    "{} ({:.1}%)",
-                    common::fmt_s(off - on),
-                    100.0 * (off - on) / off
-                ),
-            ),
-            None if r.plan_bodies == r.functions => (
+        let time_saved = |off: f64, on: f64| {
+            format!(
+                "{} ({:.1}%)",
+                common::fmt_s(off - on),
+                100.0 * (off - on) / off
+            )
+        };
+        let (off, on, saved, similar, similar_saved) = match &r.codegen {
+            Some(c) => {
+                let (on, saved) = match c.merged {
+                    Some(on) => (common::fmt_s(on), time_saved(c.disabled, on)),
+                    None => ("–".into(), "none: every body is compiled".into()),
+                };
+                (
+                    common::fmt_s(c.disabled),
+                    on,
+                    saved,
+                    common::fmt_s(c.similar),
+                    time_saved(c.disabled, c.similar),
+                )
+            }
+            None => (
                 "–".into(),
                 "–".into(),
-                "none: every body is compiled".into(),
+                "not measured".into(),
+                "–".into(),
+                "not measured".into(),
             ),
-            None => ("–".into(), "–".into(), "not measured".into()),
         };
         println!(
-            "| {} | {} | {} | {} / {} | {} | {} | {} |",
+            "| {} | {} | {} | {} / {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |",
             r.name,
             common::thousands(r.functions as u64),
             common::thousands(r.plan_bodies as u64),
@@ -336,13 +431,30 @@ fn print(results: &[CorpusResult]) {
             bodies("aliases"),
             off,
             on,
-            saved
+            saved,
+            common::thousands(r.similar_plan_bodies as u64),
+            bodies("similar trampolines"),
+            bodies("similar aliases"),
+            similar,
+            similar_saved,
+            common::fmt_s(r.similar_pass_s)
         );
     }
     println!(
-        "(bodies compiled: the default mode's plan, before machine-code folding, which then drops the bodies that compiled alike; codegen: compile_bodies on {} rayon threads, median of 5 alternating runs, timed only where the plan compiles fewer bodies)",
+        "(bodies compiled: the default mode's plan, before machine-code folding, which then drops the bodies that compiled alike; with merge-similar, over the rewritten module: shared bodies and thunks are bodies too; codegen: compile_bodies on {} rayon threads, median of 5 alternating runs; merge-similar pass: one run, before identical merging, including the cost model's compilations, not included in codegen)",
         rayon::current_num_threads()
     );
+}
+
+/// `saved (x%)` of `base` when the result is `t` (negative when `t` is larger).
+fn saving(base: u64, t: u64) -> String {
+    let saved = base as i64 - t as i64;
+    let sign = if saved < 0 { "−" } else { "" };
+    format!(
+        "{sign}{} ({sign}{:.1}%)",
+        common::thousands(saved.unsigned_abs()),
+        pct(saved.unsigned_abs(), base)
+    )
 }
 
 /// `302200` as `302k`, `1234` as `1.2k`.
@@ -355,7 +467,8 @@ fn compact(n: u64) -> String {
 }
 
 /// Bytes of the unmerged library's `.text` saved, per corpus and method (log scale: re2
-/// saves hundreds of kilobytes, sqlite and zstd tens of bytes).
+/// saves hundreds of kilobytes; sqlite and zstd tens of bytes by identical folding, and
+/// kilobytes with merge-similar).
 fn draw(path: &Path, results: &[CorpusResult]) -> Result<(), Box<dyn std::error::Error>> {
     let methods: Vec<&'static str> = results[0].rows[1..].iter().map(|r| r.label).collect();
     let colors = [
@@ -365,6 +478,8 @@ fn draw(path: &Path, results: &[CorpusResult]) -> Result<(), Box<dyn std::error:
         RGBColor(0xe6, 0x55, 0x0d),
         RGBColor(0x74, 0xc4, 0x76),
         RGBColor(0x23, 0x8b, 0x45),
+        RGBColor(0xbc, 0xbd, 0xdc),
+        RGBColor(0x75, 0x6b, 0xb1),
     ];
     let saved = |r: &CorpusResult, i: usize| -> Option<u64> {
         let base = r.rows[0].linked_text?;
@@ -375,7 +490,7 @@ fn draw(path: &Path, results: &[CorpusResult]) -> Result<(), Box<dyn std::error:
         .iter()
         .flat_map(|r| (0..methods.len()).filter_map(move |i| saved(r, i)))
         .fold(10, u64::max) as f64;
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    let root = SVGBackend::new(path, (1100, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(

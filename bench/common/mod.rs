@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use clif_merge::emit::{build_isa, emit_object, EmitOptions};
+use clif_merge::merge::similar::{merge_similar, SimilarOptions};
 use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::report::{Report, Timings};
 use clif_merge::TargetInfo;
@@ -89,10 +90,39 @@ pub fn mode_name(mode: MergeMode) -> &'static str {
     }
 }
 
+/// A copy of `module` (a [`Module`] is not `Clone`; merge-similar consumes one).
+pub fn copy_module(module: &Module) -> Module {
+    let mut out = Module::new();
+    for (_, m) in module.iter() {
+        out.add(m.func.clone(), m.linkage, m.unnamed_addr)
+            .expect("the names of a valid module");
+    }
+    out
+}
+
+/// What merge-similar did in one emission (`--merge-similar`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Similar {
+    /// Names turned into thunks into a shared body.
+    pub thunks: usize,
+    /// Shared bodies added.
+    pub bodies: usize,
+    /// Groups of similar functions the cost model turned down.
+    pub rejected_by_cost: usize,
+    /// Names both folded by the identical merger and counted as similar thunks (equal
+    /// thunks of one class fold again; counted once in [`Emitted::folded_or_thunked`]).
+    pub overlap: usize,
+    /// `.text` bytes saved by the groups merged, by the pass's own measure.
+    pub bytes_saved: u64,
+    /// Seconds in `merge_similar` (hole encoding, building, and compiling every candidate
+    /// twice for the cost model).
+    pub pass_s: f64,
+}
+
 /// One emission, counted the way the command line's report counts it.
 pub struct Emitted {
     pub object: Vec<u8>,
-    /// Functions in the module.
+    /// Functions read (with merge-similar: not counting the shared bodies it added).
     pub functions: usize,
     /// Functions folded into another (the report's `merged`: copies of bodies no larger
     /// than a thunk do not count).
@@ -107,12 +137,67 @@ pub struct Emitted {
     pub codegen_s: f64,
     /// Seconds for the whole emission, including code generation.
     pub emit_total_s: f64,
+    /// What merge-similar did, when it ran.
+    pub similar: Option<Similar>,
+}
+
+impl Emitted {
+    /// Names that no longer have a body of their own: folded by the identical merger, or
+    /// (with merge-similar) turned into a thunk into a shared body, each counted once.
+    pub fn folded_or_thunked(&self) -> usize {
+        self.folded + self.similar.map_or(0, |s| s.thunks - s.overlap)
+    }
 }
 
 /// Run the pass in `mode` and write the object, as
 /// `clif-merge DIR --set preserve_frame_pointers=true --set opt_level=speed
 ///  --merge-functions MODE [--function-sections] -o OUT` does.
 pub fn emit(module: &Module, mode: MergeMode, per_function_section: bool) -> Emitted {
+    emit_module(module, mode, per_function_section, None)
+}
+
+/// Run merge-similar and then the pass in `mode`, and write the object, as
+/// `clif-merge DIR --set preserve_frame_pointers=true --set opt_level=speed
+///  --merge-functions MODE --merge-similar -o OUT` does. Also returns the rewritten module
+/// (thunks in place of the similar functions, shared bodies appended).
+pub fn emit_similar(module: &Module, mode: MergeMode) -> (Emitted, Module) {
+    let options = MergeOptions {
+        mode,
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let (rewritten, report) = merge_similar(
+        copy_module(module),
+        &target(),
+        &*isa(),
+        &options,
+        &SimilarOptions::default(),
+    );
+    let pass_s = start.elapsed().as_secs_f64();
+    let members: std::collections::HashSet<&str> = report
+        .groups
+        .iter()
+        .flat_map(|g| g.members.iter().map(String::as_str))
+        .collect();
+    let similar = Similar {
+        thunks: report.thunk_count(),
+        bodies: report.groups.len(),
+        rejected_by_cost: report.rejected_by_cost,
+        overlap: 0,
+        bytes_saved: report.bytes_saved(),
+        pass_s,
+    };
+    let mut e = emit_module(&rewritten, mode, false, Some((similar, &members)));
+    e.functions = module.len();
+    (e, rewritten)
+}
+
+fn emit_module(
+    module: &Module,
+    mode: MergeMode,
+    per_function_section: bool,
+    similar: Option<(Similar, &std::collections::HashSet<&str>)>,
+) -> Emitted {
     let target = target();
     let options = MergeOptions {
         mode,
@@ -137,6 +222,15 @@ pub fn emit(module: &Module, mode: MergeMode, per_function_section: bool) -> Emi
         Some(&summary),
         Timings::default(),
     );
+    let similar = similar.map(|(s, members)| Similar {
+        overlap: report
+            .groups
+            .iter()
+            .flat_map(|g| &g.folded)
+            .filter(|f| members.contains(f.name.as_str()))
+            .count(),
+        ..s
+    });
     Emitted {
         object,
         functions: module.len(),
@@ -146,6 +240,7 @@ pub fn emit(module: &Module, mode: MergeMode, per_function_section: bool) -> Emi
         merge_s,
         codegen_s: summary.codegen_s,
         emit_total_s,
+        similar,
     }
 }
 
