@@ -674,3 +674,41 @@ block0(v0: i64, v1: i32):
         }
     }
 }
+
+extern "C" fn ext_two(a: i64, b: i64) -> i64 {
+    a * 1000 + b
+}
+
+/// A function that only adds an argument and calls a function outside the module has the
+/// shape of a register thunk; in a JIT (no PIC) the outside function may lie beyond a
+/// `jmp rel32`, so Cranelift compiles it (an indirect call) instead.
+#[test]
+fn jit_thunk_shaped_call_to_a_far_outside_function() {
+    let clif = "
+function %wrap(i64) -> i64 system_v {
+    sig0 = (i64, i64) -> i64 system_v
+    fn0 = %ext_two sig0
+block0(v0: i64):
+    v1 = iconst.i64 5
+    v2 = call fn0(v0, v1)
+    return v2
+}
+";
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(clif, "wrap.clif").unwrap() {
+        module.add(p.func, Linkage::Export, false).unwrap();
+    }
+    let target = TargetInfo::host();
+    let plan = clif_merge::merge(&module, &target, &options(MergeMode::Trampolines));
+    let jit = emit_jit(
+        &module,
+        &plan,
+        &options(MergeMode::Trampolines),
+        &EmitOptions::default(),
+        [("ext_two".to_string(), ext_two as *const u8)],
+    )
+    .unwrap();
+    let p = jit.pointer(&FuncName::parse("%wrap").unwrap()).unwrap();
+    let wrap = unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64) -> i64>(p) };
+    assert_eq!(wrap(7), 7005);
+}

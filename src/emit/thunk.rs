@@ -304,9 +304,17 @@ pub fn register_thunk(
             _ => return None,
         }
     }
-    // jmp target
+    // jmp target: as Cranelift calls it, near when colocated, through the PLT with PIC;
+    // a far target without PIC would need an indirect jump: left to Cranelift.
+    let jump = if ext.colocated {
+        Reloc::X86CallPCRel4
+    } else if is_pic {
+        Reloc::X86CallPLTRel4
+    } else {
+        return None;
+    };
     bytes.push(0xE9);
-    relocs.push((bytes.len() as u32, Reloc::X86CallPCRel4, callee, -4));
+    relocs.push((bytes.len() as u32, jump, callee, -4));
     bytes.extend_from_slice(&[0; 4]);
     Some(RegisterThunk { bytes, relocs })
 }

@@ -324,21 +324,29 @@ fn hole_limit(target: &TargetInfo, signature: &ir::Signature) -> usize {
     if signature.call_conv == CallConv::Tail {
         return MAX_HOLES;
     }
-    let registers: usize = match target.triple().architecture {
-        target_lexicon::Architecture::Aarch64(_) => 8,
-        target_lexicon::Architecture::X86_64 => 6,
+    let registers: usize = match (target.triple().architecture, signature.call_conv) {
+        (_, CallConv::WindowsFastcall) => 4,
+        (target_lexicon::Architecture::Aarch64(_), _) => 8,
+        (target_lexicon::Architecture::X86_64, _) => 6,
         _ => 0,
     };
-    let used: usize = signature
-        .params
-        .iter()
-        .map(|p| match p.value_type {
-            t if t.is_int() && t.bits() > 64 => 2,
-            t if t.is_int() => 1,
-            _ => 0,
-        })
-        .sum();
-    registers.saturating_sub(used).min(MAX_HOLES)
+    let used: usize = if signature.call_conv == CallConv::WindowsFastcall {
+        // Fastcall counts registers by position, whatever the parameter's class.
+        signature.params.len()
+    } else {
+        signature
+            .params
+            .iter()
+            .map(|p| match p.value_type {
+                t if t.is_int() && t.bits() > 64 => 2,
+                t if t.is_int() => 1,
+                _ => 0,
+            })
+            .sum()
+    };
+    // More than one result may need a return area, whose pointer takes a register.
+    let return_area = usize::from(signature.returns.len() > 1);
+    registers.saturating_sub(used + return_area).min(MAX_HOLES)
 }
 
 /// The parameters a shared body for `run` needs: the holes where the members do not all
