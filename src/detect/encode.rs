@@ -46,7 +46,6 @@ use cranelift_codegen::ir::{
     GlobalValueData, Inst, InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_entity::SecondaryMap;
 
 use super::walk::CfgWalk;
 use crate::names::names_itself;
@@ -173,34 +172,80 @@ enum State {
 
 /// Serial numbers in order of first appearance, the seeds' `sn_map`.
 struct Serials<K: cranelift_entity::EntityRef> {
-    map: SecondaryMap<K, u32>, // serial + 1; 0 = not met yet
+    map: Vec<u32>, // serial + 1; 0 = not met yet
     next: u32,
+    key: std::marker::PhantomData<K>,
+}
+
+thread_local! {
+    /// The maps of finished encoders on this thread, for the next ones: encoders are many
+    /// and short (one per function), and allocating is a good part of a short one's cost.
+    static SPARE_MAPS: std::cell::RefCell<Vec<Vec<u32>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl<K: cranelift_entity::EntityRef> Serials<K> {
-    /// Room for `n` entities, so that numbering never reallocates.
+    /// Room for `n` entities (zeroed up front, so numbering never grows it for a declared
+    /// entity).
     fn with_capacity(n: usize) -> Self {
+        let mut map = if n == 0 {
+            Vec::new()
+        } else {
+            SPARE_MAPS
+                .with(|spare| spare.borrow_mut().pop())
+                .unwrap_or_default()
+        };
+        map.clear();
+        map.resize(n, 0);
         Self {
-            map: SecondaryMap::with_capacity(n),
+            map,
             next: 0,
+            key: std::marker::PhantomData,
         }
+    }
+
+    /// The slot of `k`, grown for an entity beyond the declared ones.
+    #[inline]
+    fn slot(&mut self, k: K) -> &mut u32 {
+        let i = k.index();
+        if i >= self.map.len() {
+            self.map.resize(i + 1, 0);
+        }
+        &mut self.map[i]
     }
 
     /// The serial number of `k`, and whether this is its first appearance.
     #[inline]
     fn get(&mut self, k: K) -> (u32, bool) {
-        let slot = &mut self.map[k];
+        let next = self.next;
+        let slot = self.slot(k);
         if *slot == 0 {
-            self.next += 1;
-            *slot = self.next;
-            (self.next - 1, true)
+            *slot = next + 1;
+            self.next = next + 1;
+            (next, true)
         } else {
             (*slot - 1, false)
         }
     }
 
     fn seen(&self, k: K) -> bool {
-        self.map[k] != 0
+        self.map.get(k.index()).is_some_and(|&s| s != 0)
+    }
+}
+
+impl<K: cranelift_entity::EntityRef> Drop for Serials<K> {
+    fn drop(&mut self) {
+        let map = std::mem::take(&mut self.map);
+        if map.capacity() == 0 || map.capacity() > 1 << 16 {
+            return;
+        }
+        // `try_with`: an encoder dropped while the thread exits just frees its maps.
+        let _ = SPARE_MAPS.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < 32 {
+                spare.push(map);
+            }
+        });
     }
 }
 
@@ -288,6 +333,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         }
     }
 
+    #[inline]
     fn abi_param(&mut self, p: &AbiParam, sink: &mut impl Sink, what: What) {
         self.push(sink, type_token(p.value_type), what);
         let (purpose, arg) = match p.purpose {
@@ -384,13 +430,23 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     /// A value operand or definition: its serial number, and its type when first met.
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, v: Value, sink: &mut impl Sink, what: What) {
-        let v = self.func.dfg.resolve_aliases(v);
-        let (serial, first) = self.values.get(v);
+        // The serial of the value `v` resolves to. Aliases are resolved once per value
+        // named: an alias's slot then holds the serial of the value it resolves to.
+        let known = *self.values.slot(v);
+        if known != 0 {
+            self.push(sink, (known - 1).into(), what);
+            return;
+        }
+        let resolved = self.func.dfg.resolve_aliases(v);
+        let (serial, first) = self.values.get(resolved);
+        if resolved != v {
+            *self.values.slot(v) = serial + 1;
+        }
         self.push(sink, serial.into(), what);
         if first {
-            self.push(sink, type_token(self.func.dfg.value_type(v)), what);
+            self.push(sink, type_token(self.func.dfg.value_type(resolved)), what);
         }
     }
 
@@ -676,16 +732,16 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     fn instruction(&mut self, inst: Inst, sink: &mut impl Sink) {
-        let data = self.func.dfg.insts[inst];
+        let func = self.func;
+        let data = func.dfg.insts[inst];
+        let results = func.dfg.inst_results(inst);
         self.push(sink, TAG_INST | data.opcode() as Token, "opcode");
         self.push(
             sink,
-            type_token(ctrl_type(self.func, inst)),
+            type_token(ctrl_type_of(func, &data, results)),
             "controlling type",
         );
         self.format_fields(&data, sink);
-        let func = self.func;
-        let results = func.dfg.inst_results(inst);
         self.push(sink, results.len() as Token, "result count");
         for &v in results {
             self.value(v, sink, "result");
@@ -941,11 +997,11 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 }
 
-/// The controlling type of `inst`, or `INVALID` when it has none. Unlike
-/// `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
-pub(crate) fn ctrl_type(func: &Function, inst: Inst) -> Type {
+/// The controlling type of an instruction (its data and results), or `INVALID` when it has
+/// none. Unlike `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
+#[inline]
+fn ctrl_type_of(func: &Function, data: &InstructionData, results: &[Value]) -> Type {
     let dfg = &func.dfg;
-    let data = &dfg.insts[inst];
     let constraints = data.opcode().constraints();
     if !constraints.is_polymorphic() {
         ir::types::INVALID
@@ -953,7 +1009,7 @@ pub(crate) fn ctrl_type(func: &Function, inst: Inst) -> Type {
         data.typevar_operand(&dfg.value_lists)
             .map_or(ir::types::INVALID, |v| dfg.value_type(v))
     } else {
-        dfg.inst_results(inst)
+        results
             .first()
             .map_or(ir::types::INVALID, |&v| dfg.value_type(v))
     }

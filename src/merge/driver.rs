@@ -1,67 +1,105 @@
 //! Finding the groups of equal functions: the seeds' worklist and tree, then class
 //! refinement over the call graph for what the tree cannot see (recursive cycles).
 //!
-//! **Phase 1, the seeds' algorithm.** Every function gets the structural hash; functions
-//! whose hash is unique are never compared. The others go through a worklist, strong
-//! (not preemptible) definitions before preemptible ones, into a tree of unique functions
-//! ordered by (hash, comparator): a `BTreeMap` keyed by the hash and the comparator's full
-//! encoding, so a lookup is O(log N) comparisons. A function equal to one already in the
-//! tree is folded into it. Folding G into F changes every caller of G (its calls now go to
-//! F), so those callers are taken out of the tree and put back on the worklist ("Deferred"
-//! in LLVM); the loop runs until the worklist is empty. A caller chain (h1 calls g1, h2
-//! calls g2, g1 equal to g2) folds at every level this way.
+//! **One walk per function.** Every function gets the structural hash and its references
+//! (the module functions it calls, and those whose address it takes) from one walk over
+//! its instructions, all functions in parallel. Functions whose hash is unique are never
+//! compared.
+//!
+//! **One encoding per function.** Each function whose hash is shared is encoded once, in
+//! parallel, into its *shape*: the comparator's encoding with every redirectable callee
+//! (and every address that is its class's, below) replaced by a placeholder, the callees
+//! recorded in order. Equal shapes are interned into one small number (by exact comparison
+//! of the encodings, never by a hash alone). Encoding a function with its callees by class
+//! (what the tree needs, below) writes its shape with each placeholder replaced by the
+//! callee's class, at the same places; since the encoding can be read back unambiguously
+//! (no chunk is a prefix of another), two functions have equal encodings by class exactly
+//! when they have the same shape and, position by position, callees in the same classes.
+//! So (shape, callees' classes) stands for the encoding, and a fold, which changes only
+//! classes, never makes a function be encoded again. A function whose shape no other
+//! function has can never be equal to one, and goes no further.
+//!
+//! **Phase 1, the seeds' algorithm.** The functions that share their shape go through a
+//! worklist, strong (not preemptible) definitions before preemptible ones, into a table of
+//! unique functions keyed by (shape, callees' classes). (The seeds keep a tree because
+//! their comparator only orders functions; this key is exact, so a hash map finds the
+//! equal one.) A function equal to one already in the table is folded into it. Folding G
+//! into F changes every caller of G (its calls now go to F), so those callers are taken out
+//! of the table and put back on the worklist ("Deferred" in LLVM); the loop runs until the
+//! worklist is empty. A caller chain (h1 calls g1, h2 calls g2, g1 equal to g2) folds at
+//! every level this way.
 //!
 //! Direct calls are encoded by the callee's current class: a call into the caller's own
 //! class is "a call to itself" (the seeds' self-reference rule), a call into another class
 //! is that class. Calls to preemptible functions and to functions outside the module are
-//! encoded by name: they are never redirected, so they must match exactly.
+//! encoded by name (part of the shape): they are never redirected, so they must match
+//! exactly. The address of a local function whose address nobody compares is encoded by
+//! class like a call: if that function folds, it is erased into its group's body.
 //!
 //! **Phase 2, cycles (beyond LLVM).** ping calls pong and pong calls ping; ping2 and pong2
-//! have the same shape. Neither pair is equal until the other is, so the tree never folds
+//! have the same shape. Neither pair is equal until the other is, so the table never folds
 //! them (LLVM gives up here: its comparator is not transitive for cross-references).
 //! Linkers fold such sections by optimistic partition refinement (lld's ICF), and so does
-//! this phase: the remaining classes are first grouped optimistically by their encoding
-//! with every redirectable callee replaced by a placeholder, assuming all callees equal;
-//! then, round after round, a group is split wherever its members call, at the same place,
-//! callees from different groups. When no group splits, every group is a set of functions
-//! that do the same thing step for step, provided their callees do, which the same
-//! partition guarantees: a greatest fixed point, and sound by the same argument as ICF.
-//! The result does not depend on the order of the input.
+//! this phase: the remaining classes are first grouped optimistically by their shape,
+//! assuming all callees equal; then, round after round, a group is split wherever its
+//! members call, at the same place, callees from different groups. When no group splits,
+//! every group is a set of functions that do the same thing step for step, provided their
+//! callees do, which the same partition guarantees: a greatest fixed point, and sound by
+//! the same argument as ICF.
+//!
+//! The result does not depend on the order of the input, nor on the number of threads:
+//! the parallel parts compute per-function facts that are gathered in index order.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 
-use cranelift_codegen::ir::{FuncRef, Function, GlobalValue};
-use cranelift_entity::SecondaryMap;
+use cranelift_codegen::ir::{FuncRef, Function, GlobalValue, GlobalValueData, InstructionData};
+use cranelift_entity::{EntityRef, SecondaryMap};
 use rayon::prelude::*;
 
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::FoundBy;
 use super::{MergeMode, MergeOptions};
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
-use crate::detect::function_hash;
+use crate::detect::hash::{hash_visiting, StableHasher, StableState};
+use crate::names::FuncName;
 use crate::target::TargetInfo;
 
-/// The classes of equal functions, as a union of sets with eagerly updated roots.
+/// The classes of equal functions, as a union of sets with eagerly updated roots. Each
+/// class's members form a ring (`next`), so that a union moves no memory.
 struct Classes {
     root: SecondaryMap<FuncIndex, FuncIndex>,
-    members: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    next: SecondaryMap<FuncIndex, FuncIndex>,
+    size: SecondaryMap<FuncIndex, u32>,
     found_by: SecondaryMap<FuncIndex, Option<FoundBy>>,
 }
 
 impl Classes {
     fn new(module: &Module) -> Self {
         let mut root = SecondaryMap::with_capacity(module.len());
-        let mut members = SecondaryMap::with_capacity(module.len());
+        let mut size = SecondaryMap::with_capacity(module.len());
         for f in module.indices() {
             root[f] = f;
-            members[f] = vec![f];
+            size[f] = 1;
         }
         Self {
+            next: root.clone(),
             root,
-            members,
+            size,
             found_by: SecondaryMap::new(),
         }
+    }
+
+    /// The members of `f`'s class, starting with `f`.
+    fn members(&self, f: FuncIndex) -> impl Iterator<Item = FuncIndex> + '_ {
+        let mut at = Some(f);
+        std::iter::from_fn(move || {
+            let m = at?;
+            let next = self.next[m];
+            at = (next != f).then_some(next);
+            Some(m)
+        })
     }
 
     /// Move every member of `from`'s class into `into`'s class.
@@ -70,42 +108,39 @@ impl Classes {
         if into == from {
             return;
         }
-        let moved = std::mem::take(&mut self.members[from]);
-        for &m in &moved {
+        let mut m = from;
+        loop {
             self.root[m] = into;
+            m = self.next[m];
+            if m == from {
+                break;
+            }
         }
-        self.members[into].extend(moved);
+        // Splice the two rings.
+        let after_into = self.next[into];
+        self.next[into] = self.next[from];
+        self.next[from] = after_into;
+        self.size[into] += self.size[from];
         if self.found_by[into].is_none() || how == FoundBy::Cycle {
             self.found_by[into] = Some(how);
         }
     }
 }
 
-/// Per-function facts the driver needs.
+/// What the linkages and options say of each function.
 struct Facts {
-    func_refs: SecondaryMap<FuncIndex, Vec<Option<FuncIndex>>>,
-    symbols: SecondaryMap<FuncIndex, Vec<Option<FuncIndex>>>,
-    /// Functions that call it, or take the address of it when that address is its class's.
-    callers: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    /// Calls to it may be redirected (it is not preemptible).
     redirectable: SecondaryMap<FuncIndex, bool>,
     /// Local, and nobody compares its address: if it folds it is erased, and its address
     /// becomes its group's body's. Its address can be encoded by class.
     address_is_class: SecondaryMap<FuncIndex, bool>,
-    /// Some function takes its address (`func_addr`, `symbol`).
-    address_used: SecondaryMap<FuncIndex, bool>,
-    hash: SecondaryMap<FuncIndex, u64>,
 }
 
 impl Facts {
     fn new(module: &Module, options: &MergeOptions) -> Self {
         let mut facts = Facts {
-            func_refs: SecondaryMap::with_capacity(module.len()),
-            symbols: SecondaryMap::with_capacity(module.len()),
-            callers: SecondaryMap::with_capacity(module.len()),
             redirectable: SecondaryMap::with_capacity(module.len()),
             address_is_class: SecondaryMap::with_capacity(module.len()),
-            address_used: SecondaryMap::with_capacity(module.len()),
-            hash: SecondaryMap::with_capacity(module.len()),
         };
         for (f, m) in module.iter() {
             facts.redirectable[f] = m.linkage != Linkage::Preemptible;
@@ -114,100 +149,187 @@ impl Facts {
                     || options.addresses_insignificant
                     || m.unnamed_addr);
         }
-        // References and hashes are independent per function: computed in parallel, then
-        // gathered in index order (the result does not depend on the thread count).
-        let indices: Vec<FuncIndex> = module.indices().collect();
-        let per_function: Vec<(super::module::References, u64)> = indices
-            .par_iter()
-            .map(|&f| (module.references(f), function_hash(&module.get(f).func)))
-            .collect();
-        for (&f, (refs, hash)) in indices.iter().zip(per_function) {
-            for &callee in &refs.calls {
-                facts.callers[callee].push(f);
-            }
-            for &target in &refs.addresses {
-                facts.address_used[target] = true;
-                if facts.address_is_class[target] && !refs.calls.contains(&target) {
-                    facts.callers[target].push(f);
-                }
-            }
-            facts.func_refs[f] = refs.func_refs;
-            facts.symbols[f] = refs.symbols;
-            facts.hash[f] = hash;
-        }
         facts
     }
-
-    /// The module function a call through `callee` reaches and may be redirected, if any.
-    fn redirectable_callee(&self, caller: FuncIndex, callee: FuncRef) -> Option<FuncIndex> {
-        self.func_refs[caller]
-            .get(callee.as_u32() as usize)
-            .copied()
-            .flatten()
-            .filter(|&c| self.redirectable[c])
-    }
-
-    /// The module function whose address `func_addr` of `callee` takes, when that address
-    /// is its class's.
-    fn class_address(&self, caller: FuncIndex, callee: FuncRef) -> Option<FuncIndex> {
-        self.func_refs[caller]
-            .get(callee.as_u32() as usize)
-            .copied()
-            .flatten()
-            .filter(|&c| self.address_is_class[c])
-    }
-
-    /// The same for the `symbol` global value `gv`.
-    fn class_symbol(&self, caller: FuncIndex, gv: GlobalValue) -> Option<FuncIndex> {
-        self.symbols[caller]
-            .get(gv.as_u32() as usize)
-            .copied()
-            .flatten()
-            .filter(|&c| self.address_is_class[c])
-    }
 }
 
-/// Phase 1's policy: callees by their current class.
-struct ByClass<'d> {
-    facts: &'d Facts,
-    classes: &'d Classes,
-    caller: FuncIndex,
+/// One function's structural hash and references, from one walk.
+struct Walked {
+    hash: u64,
+    /// In one allocation: for each `FuncRef` of the function, the module function it names
+    /// (or [`NO_FUNCTION`]); the same for each global value that is a `symbol`; the module
+    /// functions it calls directly; those whose address it takes (`func_addr`, `symbol`).
+    /// The last two sorted, without repeats.
+    packed: Box<[u32]>,
+    /// Where the func refs, the global values and the calls end in `packed`.
+    ends: [u32; 3],
 }
 
-impl ByClass<'_> {
-    fn class_token(&self, target: Option<FuncIndex>) -> CallTarget {
-        match target {
-            None => CallTarget::Name,
-            Some(c) => {
-                let class = self.classes.root[c];
-                if class == self.classes.root[self.caller] {
-                    CallTarget::SelfCall
-                } else {
-                    CallTarget::Class(class.as_u32())
+/// In [`Walked::packed`]: names no module function.
+const NO_FUNCTION: u32 = u32::MAX;
+
+/// Buffers reused from one function's walk to the next.
+#[derive(Default)]
+struct WalkBuffers {
+    calls: Vec<u32>,
+    addresses: Vec<u32>,
+    packed: Vec<u32>,
+}
+
+impl Walked {
+    /// The structural hash ([`crate::detect::function_hash`]) and what
+    /// [`Module::references`] finds, in one walk over the reachable blocks; the whole
+    /// layout is walked again only when some block is unreachable (its calls count too).
+    fn new(module: &Module, f: FuncIndex, buffers: &mut WalkBuffers) -> Self {
+        let func = &module.get(f).func;
+        let lookup = |name| {
+            module
+                .lookup(&FuncName::of_external(func, name))
+                .map_or(NO_FUNCTION, |f| f.as_u32())
+        };
+        let WalkBuffers {
+            calls,
+            addresses,
+            packed,
+        } = buffers;
+        packed.clear();
+        packed.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
+        let func_refs = packed.len();
+        calls.clear();
+        addresses.clear();
+        let visit = |data: &InstructionData, calls: &mut Vec<u32>, addresses: &mut Vec<u32>| {
+            let (list, target) = match *data {
+                InstructionData::Call { func_ref, .. }
+                | InstructionData::TryCall { func_ref, .. } => (calls, func_ref),
+                InstructionData::FuncAddr { func_ref, .. } => (addresses, func_ref),
+                _ => return,
+            };
+            match packed[target.as_u32() as usize] {
+                NO_FUNCTION => {}
+                f => list.push(f),
+            }
+        };
+        let (hash, reached) = hash_visiting(func, |data| visit(data, calls, addresses));
+        if reached < func.layout.blocks().count() {
+            calls.clear();
+            addresses.clear();
+            for block in func.layout.blocks() {
+                for inst in func.layout.block_insts(block) {
+                    visit(&func.dfg.insts[inst], calls, addresses);
                 }
             }
         }
+        for gv in func.global_values.values() {
+            let named = match gv {
+                GlobalValueData::Symbol { name, .. } => lookup(name),
+                _ => NO_FUNCTION,
+            };
+            if named != NO_FUNCTION {
+                addresses.push(named);
+            }
+            packed.push(named);
+        }
+        let symbols = packed.len();
+        calls.sort_unstable();
+        calls.dedup();
+        addresses.sort_unstable();
+        addresses.dedup();
+        packed.extend_from_slice(calls);
+        let calls_end = packed.len();
+        packed.extend_from_slice(addresses);
+        Self {
+            hash,
+            packed: packed.as_slice().into(),
+            ends: [func_refs as u32, symbols as u32, calls_end as u32],
+        }
+    }
+
+    fn function(index: u32) -> Option<FuncIndex> {
+        (index != NO_FUNCTION).then(|| FuncIndex::from_u32(index))
+    }
+
+    /// The module function `callee` names, if any.
+    fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
+        let func_refs = &self.packed[..self.ends[0] as usize];
+        func_refs
+            .get(callee.as_u32() as usize)
+            .and_then(|&f| Self::function(f))
+    }
+
+    /// The module function the `symbol` global value `gv` names, if any.
+    fn symbol(&self, gv: GlobalValue) -> Option<FuncIndex> {
+        let symbols = &self.packed[self.ends[0] as usize..self.ends[1] as usize];
+        symbols
+            .get(gv.as_u32() as usize)
+            .and_then(|&f| Self::function(f))
+    }
+
+    fn calls_raw(&self) -> &[u32] {
+        &self.packed[self.ends[1] as usize..self.ends[2] as usize]
+    }
+
+    /// The module functions it calls directly, in index order.
+    fn calls(&self) -> impl Iterator<Item = FuncIndex> + '_ {
+        self.calls_raw().iter().map(|&f| FuncIndex::from_u32(f))
+    }
+
+    /// The module functions whose address it takes, in index order.
+    fn addresses(&self) -> impl Iterator<Item = FuncIndex> + '_ {
+        let addresses = &self.packed[self.ends[2] as usize..];
+        addresses.iter().map(|&f| FuncIndex::from_u32(f))
+    }
+
+    fn is_called(&self, f: FuncIndex) -> bool {
+        self.calls_raw().binary_search(&f.as_u32()).is_ok()
     }
 }
 
-impl CallTargets for ByClass<'_> {
-    fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        self.class_token(self.facts.redirectable_callee(self.caller, callee))
+/// The call graph the worklist needs, in one array: for each function, the functions that
+/// call it, or take its address when that address is its class's.
+struct Callers {
+    start: Vec<u32>,
+    list: Vec<FuncIndex>,
+}
+
+impl Callers {
+    fn new(module: &Module, facts: &Facts, walked: &[Walked]) -> Self {
+        fn edges<'w>(facts: &'w Facts, w: &'w Walked) -> impl Iterator<Item = FuncIndex> + 'w {
+            let addresses = w
+                .addresses()
+                .filter(|&t| facts.address_is_class[t] && !w.is_called(t));
+            w.calls().chain(addresses)
+        }
+        let edges = |w| edges(facts, w);
+        let mut start = vec![0u32; module.len() + 1];
+        for w in walked {
+            for callee in edges(w) {
+                start[callee.index() + 1] += 1;
+            }
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut list = vec![FuncIndex::from_u32(0); start[module.len()] as usize];
+        let mut next = start.clone();
+        for (caller, w) in module.indices().zip(walked) {
+            for callee in edges(w) {
+                list[next[callee.index()] as usize] = caller;
+                next[callee.index()] += 1;
+            }
+        }
+        Self { start, list }
     }
 
-    fn address_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        self.class_token(self.facts.class_address(self.caller, callee))
-    }
-
-    fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
-        self.class_token(self.facts.class_symbol(self.caller, gv))
+    fn of(&self, f: FuncIndex) -> &[FuncIndex] {
+        &self.list[self.start[f.index()] as usize..self.start[f.index() + 1] as usize]
     }
 }
 
-/// Phase 2's policy: every redirectable callee is a placeholder, recorded in order.
+/// The shape's policy: every redirectable callee, and every address that is its class's,
+/// is a placeholder, recorded in order.
 struct Placeholder<'d> {
     facts: &'d Facts,
-    caller: FuncIndex,
+    walked: &'d Walked,
     recorded: RefCell<Vec<FuncIndex>>,
 }
 
@@ -221,56 +343,177 @@ impl Placeholder<'_> {
             }
         }
     }
+
+    fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
+        self.walked.func_ref(callee)
+    }
 }
 
 impl CallTargets for Placeholder<'_> {
     fn call_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        self.placeholder(self.facts.redirectable_callee(self.caller, callee))
+        let callee = self.func_ref(callee);
+        self.placeholder(callee.filter(|&c| self.facts.redirectable[c]))
     }
 
     fn address_target(&self, _func: &Function, callee: FuncRef) -> CallTarget {
-        self.placeholder(self.facts.class_address(self.caller, callee))
+        let callee = self.func_ref(callee);
+        self.placeholder(callee.filter(|&c| self.facts.address_is_class[c]))
     }
 
     fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
-        self.placeholder(self.facts.class_symbol(self.caller, gv))
+        let named = self.walked.symbol(gv);
+        self.placeholder(named.filter(|&c| self.facts.address_is_class[c]))
     }
 }
 
-type TreeKey = (u64, Vec<Token>);
+/// A shape while it is interned: its encoding and a hash of it.
+struct ShapeKey<'a> {
+    hash: u64,
+    tokens: &'a [Token],
+}
+
+impl Hash for ShapeKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for ShapeKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.tokens == other.tokens
+    }
+}
+
+impl Eq for ShapeKey<'_> {}
+
+/// The shapes of the functions whose hash is shared.
+struct Shapes {
+    /// Each function's shape, numbered in order of first appearance (index order).
+    shape: SecondaryMap<FuncIndex, u32>,
+    /// Each function's placeholders' callees, in order.
+    callees: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    /// The functions whose shape another function has, in index order.
+    shared: Vec<FuncIndex>,
+    /// How many shapes there are.
+    count: usize,
+}
+
+impl Shapes {
+    fn new(
+        module: &Module,
+        target: &TargetInfo,
+        facts: &Facts,
+        walked: &[Walked],
+        candidates: &[FuncIndex],
+    ) -> Self {
+        // Encoded in parallel (one token buffer per worker, reused), gathered in index order.
+        let encoded: Vec<(Box<[Token]>, u64, Vec<FuncIndex>)> = candidates
+            .par_iter()
+            .map_init(Vec::new, |tokens: &mut Vec<Token>, &f| {
+                let w = &walked[f.index()];
+                let calls = Placeholder {
+                    facts,
+                    walked: w,
+                    recorded: RefCell::new(Vec::new()),
+                };
+                tokens.clear();
+                Encoder::new(&module.get(f).func, target, &calls).encode_all(tokens);
+                let mut h = StableHasher::new();
+                h.word(w.hash);
+                for &t in tokens.iter() {
+                    h.word(t);
+                }
+                (
+                    tokens.as_slice().into(),
+                    h.finish(),
+                    calls.recorded.into_inner(),
+                )
+            })
+            .collect();
+        let mut ids: HashMap<ShapeKey<'_>, u32, StableState> = HashMap::default();
+        let mut shape = SecondaryMap::with_capacity(module.len());
+        let mut uses: Vec<u32> = Vec::new();
+        for (&f, (tokens, hash, _)) in candidates.iter().zip(&encoded) {
+            let key = ShapeKey {
+                hash: *hash,
+                tokens,
+            };
+            let next = ids.len() as u32;
+            let id = *ids.entry(key).or_insert(next);
+            if id == next {
+                uses.push(0);
+            }
+            uses[id as usize] += 1;
+            shape[f] = id;
+        }
+        drop(ids);
+        let mut callees = SecondaryMap::with_capacity(module.len());
+        for (&f, (_, _, recorded)) in candidates.iter().zip(encoded) {
+            callees[f] = recorded;
+        }
+        let shared = candidates
+            .iter()
+            .copied()
+            .filter(|&f| uses[shape[f] as usize] > 1)
+            .collect();
+        Self {
+            shape,
+            callees,
+            shared,
+            count: uses.len(),
+        }
+    }
+}
 
 /// Find every group of equal functions. Each group is returned with its members in index
 /// order; groups are in order of their first member.
 pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
     let facts = Facts::new(module, options);
-    let mut classes = Classes::new(module);
-
-    let mut hash_count: HashMap<u64, u32> = HashMap::new();
-    for f in module.indices() {
-        *hash_count.entry(facts.hash[f]).or_default() += 1;
-    }
-    let candidates: Vec<FuncIndex> = module
-        .indices()
-        .filter(|&f| hash_count[&facts.hash[f]] > 1)
+    let indices: Vec<FuncIndex> = module.indices().collect();
+    let walked: Vec<Walked> = indices
+        .par_iter()
+        .map_init(WalkBuffers::default, |buffers, &f| {
+            Walked::new(module, f, buffers)
+        })
         .collect();
+    let callers = Callers::new(module, &facts, &walked);
+    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for w in &walked {
+        for target in w.addresses() {
+            address_used[target] = true;
+        }
+    }
 
-    fold_in_tree(module, target, &facts, &mut classes, candidates.clone());
+    let mut hash_count: HashMap<u64, u32, StableState> = HashMap::default();
+    for w in &walked {
+        *hash_count.entry(w.hash).or_default() += 1;
+    }
+    let candidates: Vec<FuncIndex> = indices
+        .iter()
+        .copied()
+        .filter(|&f| hash_count[&walked[f.index()].hash] > 1)
+        .collect();
+    let shapes = Shapes::new(module, target, &facts, &walked, &candidates);
+    drop(walked);
+
+    let mut classes = Classes::new(module);
+    fold_in_tree(&facts, &callers, &shapes, &mut classes);
     if options.fold_cycles {
-        refine_cycles(module, target, &facts, &mut classes, &candidates);
+        refine_cycles(&shapes, &mut classes);
     }
 
     let groups = module
         .indices()
-        .filter(|&f| classes.root[f] == f && classes.members[f].len() > 1)
+        .filter(|&f| classes.root[f] == f && classes.size[f] > 1)
         .map(|f| {
-            let mut members = classes.members[f].clone();
+            let mut members: Vec<FuncIndex> = classes.members(f).collect();
             members.sort_unstable();
             (members, classes.found_by[f].unwrap_or(FoundBy::Tree))
         })
         .collect();
     Found {
         groups,
-        address_used: facts.address_used,
+        address_used,
     }
 }
 
@@ -282,132 +525,91 @@ pub(crate) struct Found {
     pub address_used: SecondaryMap<FuncIndex, bool>,
 }
 
-/// Phase 1: the seeds' worklist and tree of unique functions.
-fn fold_in_tree(
-    module: &Module,
-    target: &TargetInfo,
-    facts: &Facts,
-    classes: &mut Classes,
-    candidates: Vec<FuncIndex>,
-) {
-    let mut tree: BTreeMap<TreeKey, FuncIndex> = BTreeMap::new();
-    let mut tree_key: SecondaryMap<FuncIndex, Option<TreeKey>> = SecondaryMap::new();
+/// Phase 1: the seeds' worklist and table of unique functions.
+fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut Classes) {
+    // A function's key in the table: its shape, then for each placeholder the callee's
+    // class (0 for the function's own class, else 1 + the class's root). Written into
+    // `key`; the table holds a copy of the key of each function in it, and that key is
+    // always current (a fold takes out every function whose key it changes).
+    let write_key = |f: FuncIndex, classes: &Classes, key: &mut Vec<u32>| {
+        let own = classes.root[f];
+        key.clear();
+        key.push(shapes.shape[f]);
+        key.extend(shapes.callees[f].iter().map(|&c| match classes.root[c] {
+            class if class == own => 0,
+            class => class.as_u32() + 1,
+        }));
+    };
+    let mut key = Vec::new();
+    let mut table: HashMap<Box<[u32]>, FuncIndex, StableState> = HashMap::default();
+    let mut in_table: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
     let strong_first = |list: &mut Vec<FuncIndex>| {
         list.sort_by_key(|&f| (!facts.redirectable[f], f));
     };
-    // First-round keys, encoded in parallel before any class changes. A fold makes the
-    // keys of the folded function's callers stale; those are encoded again when reached.
-    let encode = |f: FuncIndex, classes: &Classes| -> TreeKey {
-        let calls = ByClass {
-            facts,
-            classes,
-            caller: f,
-        };
-        let mut tokens = Vec::new();
-        Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
-        (facts.hash[f], tokens)
-    };
-    let mut precomputed: SecondaryMap<FuncIndex, Option<TreeKey>> = SecondaryMap::new();
-    {
-        let classes: &Classes = classes;
-        let keys: Vec<TreeKey> = candidates.par_iter().map(|&f| encode(f, classes)).collect();
-        for (&f, key) in candidates.iter().zip(keys) {
-            precomputed[f] = Some(key);
-        }
-    }
-    let mut worklist = candidates;
+    let mut worklist = shapes.shared.clone();
     strong_first(&mut worklist);
+    let mut deferred: Vec<FuncIndex> = Vec::new();
     while !worklist.is_empty() {
-        let mut deferred: BTreeSet<FuncIndex> = BTreeSet::new();
-        for f in worklist {
-            if classes.root[f] != f || tree_key[f].is_some() {
+        for &f in &worklist {
+            if classes.root[f] != f || in_table[f] {
                 continue;
             }
-            let key = match precomputed[f].take() {
-                Some(key) => key,
-                None => encode(f, classes),
-            };
-            match tree.get(&key) {
+            write_key(f, classes, &mut key);
+            match table.get(key.as_slice()) {
                 Some(&existing) => {
                     // Callers of f's class will now call `existing`'s class: their keys
-                    // change, so take them out of the tree and look at them again.
-                    for &member in &classes.members[f] {
-                        for &caller in &facts.callers[member] {
+                    // change, so take them out of the table and look at them again.
+                    for member in classes.members(f) {
+                        for &caller in callers.of(member) {
                             let r = classes.root[caller];
-                            precomputed[r] = None;
-                            if let Some(old) = tree_key[r].take() {
-                                tree.remove(&old);
-                                deferred.insert(r);
+                            if in_table[r] {
+                                in_table[r] = false;
+                                write_key(r, classes, &mut key);
+                                table.remove(key.as_slice());
+                                deferred.push(r);
                             }
                         }
                     }
-                    deferred.remove(&f);
                     classes.union(existing, f, FoundBy::Tree);
                 }
                 None => {
-                    tree.insert(key.clone(), f);
-                    tree_key[f] = Some(key);
+                    table.insert(key.as_slice().into(), f);
+                    in_table[f] = true;
                 }
             }
         }
-        worklist = deferred
-            .into_iter()
-            .filter(|&f| classes.root[f] == f)
-            .collect();
+        // The next round: the deferred functions still at the root of their class.
+        deferred.retain(|&f| classes.root[f] == f);
+        std::mem::swap(&mut worklist, &mut deferred);
+        deferred.clear();
         strong_first(&mut worklist);
+        worklist.dedup();
     }
 }
 
 /// Phase 2: optimistic partition refinement over the classes left after phase 1.
-fn refine_cycles(
-    module: &Module,
-    target: &TargetInfo,
-    facts: &Facts,
-    classes: &mut Classes,
-    candidates: &[FuncIndex],
-) {
-    // Only class roots that still share their hash with another root can be in a cycle
-    // group (the placeholder encoding contains everything the hash reads).
-    let mut roots_per_hash: HashMap<u64, u32> = HashMap::new();
-    let roots: Vec<FuncIndex> = candidates
-        .iter()
-        .copied()
-        .filter(|&f| classes.root[f] == f)
-        .collect();
-    for &f in &roots {
-        *roots_per_hash.entry(facts.hash[f]).or_default() += 1;
+fn refine_cycles(shapes: &Shapes, classes: &mut Classes) {
+    // Optimistic start: the class roots grouped by shape (members in index order).
+    const NONE: u32 = u32::MAX;
+    let mut group_of_shape = vec![NONE; shapes.count];
+    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
+    for &f in &shapes.shared {
+        if classes.root[f] != f {
+            continue;
+        }
+        let slot = &mut group_of_shape[shapes.shape[f] as usize];
+        if *slot == NONE {
+            *slot = groups.len() as u32;
+            groups.push(Vec::new());
+        }
+        groups[*slot as usize].push(f);
     }
-    let roots: Vec<FuncIndex> = roots
-        .into_iter()
-        .filter(|f| roots_per_hash[&facts.hash[*f]] > 1)
-        .collect();
-    // Optimistic start: group them by their encoding with callees as placeholders
-    // (encoded in parallel, gathered in index order).
-    let encoded: Vec<(TreeKey, Vec<FuncIndex>)> = roots
-        .par_iter()
-        .map(|&f| {
-            let calls = Placeholder {
-                facts,
-                caller: f,
-                recorded: RefCell::new(Vec::new()),
-            };
-            let mut tokens = Vec::new();
-            Encoder::new(&module.get(f).func, target, &calls).encode_all(&mut tokens);
-            ((facts.hash[f], tokens), calls.recorded.into_inner())
-        })
-        .collect();
-    let mut by_shape: BTreeMap<TreeKey, Vec<FuncIndex>> = BTreeMap::new();
-    let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
-    for (&f, (key, recorded)) in roots.iter().zip(encoded) {
-        callees[f] = recorded;
-        by_shape.entry(key).or_default().push(f);
-    }
-    let groups: Vec<Vec<FuncIndex>> = by_shape.into_values().filter(|g| g.len() > 1).collect();
+    groups.retain(|g| g.len() > 1);
     if groups.is_empty() {
         return;
     }
 
-    let groups = refine_partition(groups, &callees, |f| classes.root[f]);
+    let groups = refine_partition(groups, &shapes.callees, |f| classes.root[f]);
     for g in groups {
         for &f in &g[1..] {
             classes.union(g[0], f, FoundBy::Cycle);
