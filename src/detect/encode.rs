@@ -252,11 +252,21 @@ impl<K: cranelift_entity::EntityRef> Drop for Serials<K> {
 impl<'a, C: CallTargets> Encoder<'a, C> {
     /// An encoder for `func` under `target`, encoding call targets by `calls`.
     pub fn new(func: &'a Function, target: &'a TargetInfo, calls: &'a C) -> Self {
+        Self::with_walk(func, target, calls, CfgWalk::new(func))
+    }
+
+    /// [`Encoder::new`] with the walk of `func` given (a replay of an earlier walk).
+    pub(crate) fn with_walk(
+        func: &'a Function,
+        target: &'a TargetInfo,
+        calls: &'a C,
+        walk: CfgWalk<'a>,
+    ) -> Self {
         Self {
             func,
             target,
             calls,
-            walk: CfgWalk::new(func),
+            walk,
             state: State::Header,
             inst: None,
             values: Serials::with_capacity(func.dfg.num_values()),

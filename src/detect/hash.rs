@@ -12,7 +12,7 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
-use cranelift_codegen::ir::{Function, InstructionData};
+use cranelift_codegen::ir::{Block, Function, InstructionData};
 
 use super::walk::CfgWalk;
 
@@ -34,18 +34,21 @@ pub fn function_hash(func: &Function) -> u64 {
 
 /// [`function_hash`] (the same value), calling `visit` on every instruction of the walk
 /// (the reachable blocks, in walk order) on the way, so that a caller that also needs to
-/// look at the instructions walks them once. Also returns how many blocks of the layout the
-/// walk reached: fewer than the layout holds means some are unreachable, and their
-/// instructions were not visited.
+/// look at the instructions walks them once; the blocks of the walk are left in `blocks`,
+/// in order. Also returns how many blocks of the layout the walk reached: fewer than the
+/// layout holds means some are unreachable, and their instructions were not visited.
 #[inline]
 pub(crate) fn hash_visiting(
     func: &Function,
+    blocks: &mut Vec<Block>,
     mut visit: impl FnMut(&InstructionData),
 ) -> (u64, usize) {
     let mut h = StableHasher::new();
     let mut reached = 0;
+    blocks.clear();
     h.word(func.signature.params.len() as u64);
     for block in CfgWalk::new(func) {
+        blocks.push(block);
         reached += usize::from(func.layout.is_block_inserted(block));
         h.word(BLOCK_MARK);
         for inst in func.layout.block_insts(block) {

@@ -22,6 +22,8 @@ pub struct CfgWalk<'f> {
     stack: Vec<Block>,
     /// One bit per block: visited.
     visited: Vec<u64>,
+    /// The order of an earlier walk of the same function, replayed instead of walking.
+    replay: Option<std::slice::Iter<'f, Block>>,
 }
 
 thread_local! {
@@ -45,6 +47,18 @@ impl<'f> CfgWalk<'f> {
             func,
             stack,
             visited,
+            replay: None,
+        }
+    }
+
+    /// The walk of `func` whose blocks an earlier walk of it gave, in order (a caller that
+    /// walked the function once need not pay for the CFG twice).
+    pub(crate) fn replay(func: &'f Function, blocks: &'f [Block]) -> Self {
+        Self {
+            func,
+            stack: Vec::new(),
+            visited: Vec::new(),
+            replay: Some(blocks.iter()),
         }
     }
 
@@ -69,6 +83,9 @@ impl<'f> CfgWalk<'f> {
 
 impl Drop for CfgWalk<'_> {
     fn drop(&mut self) {
+        if self.replay.is_some() {
+            return;
+        }
         let buffers = (
             std::mem::take(&mut self.stack),
             std::mem::take(&mut self.visited),
@@ -87,6 +104,9 @@ impl Iterator for CfgWalk<'_> {
     type Item = Block;
 
     fn next(&mut self) -> Option<Block> {
+        if let Some(replay) = &mut self.replay {
+            return replay.next().copied();
+        }
         while let Some(block) = self.stack.pop() {
             if !self.insert(block) {
                 continue;

@@ -52,9 +52,11 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 
-use cranelift_codegen::ir::{FuncRef, Function, GlobalValue, GlobalValueData, InstructionData};
+use cranelift_codegen::ir::{
+    Block, FuncRef, Function, GlobalValue, GlobalValueData, InstructionData,
+};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rayon::prelude::*;
 
@@ -63,6 +65,7 @@ use super::plan::FoundBy;
 use super::{MergeMode, MergeOptions};
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
 use crate::detect::hash::{hash_visiting, StableHasher, StableState};
+use crate::detect::walk::CfgWalk;
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
@@ -156,6 +159,8 @@ impl Facts {
 /// One function's structural hash and references, from one walk.
 struct Walked {
     hash: u64,
+    /// How many instructions the walk reached.
+    insts: u32,
     /// In one allocation: for each `FuncRef` of the function, the module function it names
     /// (or [`NO_FUNCTION`]); the same for each global value that is a `symbol`; the module
     /// functions it calls directly; those whose address it takes (`func_addr`, `symbol`).
@@ -174,6 +179,8 @@ struct WalkBuffers {
     calls: Vec<u32>,
     addresses: Vec<u32>,
     packed: Vec<u32>,
+    /// The blocks of the last walk, in walk order.
+    blocks: Vec<Block>,
 }
 
 impl Walked {
@@ -191,6 +198,7 @@ impl Walked {
             calls,
             addresses,
             packed,
+            blocks,
         } = buffers;
         packed.clear();
         packed.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
@@ -209,7 +217,11 @@ impl Walked {
                 f => list.push(f),
             }
         };
-        let (hash, reached) = hash_visiting(func, |data| visit(data, calls, addresses));
+        let mut insts = 0u32;
+        let (hash, reached) = hash_visiting(func, blocks, |data| {
+            insts += 1;
+            visit(data, calls, addresses)
+        });
         if reached < func.layout.blocks().count() {
             calls.clear();
             addresses.clear();
@@ -239,6 +251,7 @@ impl Walked {
         packed.extend_from_slice(addresses);
         Self {
             hash,
+            insts,
             packed: packed.as_slice().into(),
             ends: [func_refs as u32, symbols as u32, calls_end as u32],
         }
@@ -292,7 +305,11 @@ struct Callers {
 }
 
 impl Callers {
-    fn new(module: &Module, facts: &Facts, walked: &[Walked]) -> Self {
+    fn new<'w>(
+        module: &Module,
+        facts: &Facts,
+        walked: impl Iterator<Item = &'w Walked> + Clone,
+    ) -> Self {
         fn edges<'w>(facts: &'w Facts, w: &'w Walked) -> impl Iterator<Item = FuncIndex> + 'w {
             let addresses = w
                 .addresses()
@@ -301,7 +318,7 @@ impl Callers {
         }
         let edges = |w| edges(facts, w);
         let mut start = vec![0u32; module.len() + 1];
-        for w in walked {
+        for w in walked.clone() {
             for callee in edges(w) {
                 start[callee.index() + 1] += 1;
             }
@@ -330,7 +347,7 @@ impl Callers {
 struct Placeholder<'d> {
     facts: &'d Facts,
     walked: &'d Walked,
-    recorded: RefCell<Vec<FuncIndex>>,
+    recorded: &'d RefCell<Vec<FuncIndex>>,
 }
 
 impl Placeholder<'_> {
@@ -366,135 +383,282 @@ impl CallTargets for Placeholder<'_> {
     }
 }
 
-/// A shape while it is interned: its encoding and a hash of it.
-struct ShapeKey<'a> {
-    hash: u64,
-    tokens: &'a [Token],
+/// The table of shapes, filled by the workers as they go: sharded by hash, each shard under
+/// its own lock, and each distinct shape's encoding kept once. A shape is numbered by the
+/// first function (in index order) that has it, whatever the order the workers reached
+/// them in.
+struct ShapeTable {
+    shards: Vec<Mutex<Shard>>,
 }
 
-impl Hash for ShapeKey<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+#[derive(Default)]
+struct Shard {
+    /// Hash → the last shape added with that hash; the others follow through `next`.
+    by_hash: HashMap<u64, u32, StableState>,
+    shapes: Vec<InternedShape>,
+}
+
+struct InternedShape {
+    tokens: Box<[Token]>,
+    /// The first function with this shape so far.
+    first: FuncIndex,
+    /// How many functions have it.
+    uses: u32,
+    /// The next shape with the same hash, if any.
+    next: Option<u32>,
+}
+
+/// Where a [`ShapeTable`] keeps a shape: (shard, index in the shard).
+type ShapeAt = (u32, u32);
+
+impl ShapeTable {
+    const SHARDS: usize = 64;
+
+    fn new() -> Self {
+        Self {
+            shards: (0..Self::SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// Record that `f` has the shape `tokens`, hashed to `hash`.
+    fn intern(&self, hash: u64, tokens: &[Token], f: FuncIndex) -> ShapeAt {
+        let shard_index = (hash >> 58) as usize % Self::SHARDS;
+        let mut shard = lock(&self.shards[shard_index]);
+        let shard = &mut *shard;
+        let mut at = shard.by_hash.get(&hash).copied();
+        while let Some(i) = at {
+            let shape = &mut shard.shapes[i as usize];
+            if *shape.tokens == *tokens {
+                shape.first = shape.first.min(f);
+                shape.uses += 1;
+                return (shard_index as u32, i);
+            }
+            at = shape.next;
+        }
+        let i = shard.shapes.len() as u32;
+        let next = shard.by_hash.insert(hash, i);
+        shard.shapes.push(InternedShape {
+            tokens: tokens.into(),
+            first: f,
+            uses: 1,
+            next,
+        });
+        (shard_index as u32, i)
+    }
+
+    /// The shape kept at `at`: its number (its first function) and how many functions
+    /// have it.
+    fn get(&mut self, (shard, i): ShapeAt) -> (FuncIndex, u32) {
+        let shard = self.shards[shard as usize]
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shape = &shard.shapes[i as usize];
+        (shape.first, shape.uses)
     }
 }
 
-impl PartialEq for ShapeKey<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.tokens == other.tokens
+/// A lock that a panicking holder did not leave unusable (the panic is re-raised anyway).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How many functions have each structural hash, counted by the workers as they go.
+struct HashCounts {
+    shards: Vec<Mutex<HashMap<u64, u32, StableState>>>,
+}
+
+impl HashCounts {
+    const SHARDS: usize = 64;
+
+    fn new() -> Self {
+        Self {
+            shards: (0..Self::SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// Count one more function with `hash`; `true` if it is not the first.
+    fn add(&self, hash: u64) -> bool {
+        let mut shard = lock(&self.shards[(hash >> 58) as usize % Self::SHARDS]);
+        let count = shard.entry(hash).or_default();
+        *count += 1;
+        *count > 1
+    }
+
+    /// Whether more than one function has `hash` (one has).
+    fn shared(&self, hash: u64) -> bool {
+        lock(&self.shards[(hash >> 58) as usize % Self::SHARDS])[&hash] > 1
     }
 }
 
-impl Eq for ShapeKey<'_> {}
+/// A hash of a shape's encoding, in four independent lanes (the encodings are long).
+fn hash_tokens(seed: u64, tokens: &[Token]) -> u64 {
+    let mut lanes = [
+        StableHasher::new(),
+        StableHasher::new(),
+        StableHasher::new(),
+        StableHasher::new(),
+    ];
+    lanes[0].word(seed);
+    // Two tokens per step of a lane (the exact comparison makes up for a weaker mix).
+    let mut chunks = tokens.chunks_exact(8);
+    for c in &mut chunks {
+        for (lane, pair) in lanes.iter_mut().zip(c.chunks_exact(2)) {
+            lane.word(pair[0] ^ pair[1].rotate_left(32));
+        }
+    }
+    let mut h = StableHasher::new();
+    h.word(tokens.len() as u64);
+    for &t in chunks.remainder() {
+        h.word(t);
+    }
+    for lane in &lanes {
+        h.word(lane.finish());
+    }
+    h.finish()
+}
+
+/// Buffers reused from one function to the next.
+#[derive(Default)]
+struct Buffers {
+    walk: WalkBuffers,
+    tokens: Vec<Token>,
+    recorded: RefCell<Vec<FuncIndex>>,
+}
+
+/// A function's shape: where the table keeps it, and its placeholders' callees in order.
+type Encoded = (ShapeAt, Vec<FuncIndex>);
+
+/// What the first pass knows of a function's shape.
+enum FirstPass {
+    /// Not encoded (its hash was new, and it is not small).
+    No,
+    /// Encoded and interned (another function had its hash).
+    Interned(Encoded),
+    /// Encoded but not interned, because nobody else had its hash yet: a small function,
+    /// encoded while it was in the cache in case another function turns out to share its
+    /// hash (most small functions do). Its encoding, that encoding's hash, its callees.
+    Kept(Box<[Token]>, u64, Vec<FuncIndex>),
+}
+
+/// Functions of at most this many (reachable) instructions are encoded in the first pass
+/// even when their hash is new.
+const ENCODE_EARLY: usize = 32;
+
+/// Encode `f`'s shape into `buffers.tokens` (its placeholders' callees into
+/// `buffers.recorded`). Returns the encoding's hash. `just_walked`: `buffers` hold the
+/// blocks of `f`'s walk.
+fn encode_shape(
+    module: &Module,
+    target: &TargetInfo,
+    facts: &Facts,
+    f: FuncIndex,
+    walked: &Walked,
+    just_walked: bool,
+    buffers: &mut Buffers,
+) -> u64 {
+    buffers.recorded.get_mut().clear();
+    let calls = Placeholder {
+        facts,
+        walked,
+        recorded: &buffers.recorded,
+    };
+    let func = &module.get(f).func;
+    let walk = match just_walked {
+        true => CfgWalk::replay(func, &buffers.walk.blocks),
+        false => CfgWalk::new(func),
+    };
+    let tokens = &mut buffers.tokens;
+    tokens.clear();
+    Encoder::with_walk(func, target, &calls, walk).encode_all(tokens);
+    hash_tokens(walked.hash, tokens)
+}
 
 /// The shapes of the functions whose hash is shared.
 struct Shapes {
-    /// Each function's shape, numbered in order of first appearance (index order).
+    /// Each candidate's shape: the index of the first function with that shape.
     shape: SecondaryMap<FuncIndex, u32>,
     /// Each function's placeholders' callees, in order.
     callees: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
     /// The functions whose shape another function has, in index order.
     shared: Vec<FuncIndex>,
-    /// How many shapes there are.
+    /// Shape numbers are below this.
     count: usize,
 }
 
-impl Shapes {
-    fn new(
-        module: &Module,
-        target: &TargetInfo,
-        facts: &Facts,
-        walked: &[Walked],
-        candidates: &[FuncIndex],
-    ) -> Self {
-        // Encoded in parallel (one token buffer per worker, reused), gathered in index order.
-        let encoded: Vec<(Box<[Token]>, u64, Vec<FuncIndex>)> = candidates
-            .par_iter()
-            .map_init(Vec::new, |tokens: &mut Vec<Token>, &f| {
-                let w = &walked[f.index()];
-                let calls = Placeholder {
-                    facts,
-                    walked: w,
-                    recorded: RefCell::new(Vec::new()),
-                };
-                tokens.clear();
-                Encoder::new(&module.get(f).func, target, &calls).encode_all(tokens);
-                let mut h = StableHasher::new();
-                h.word(w.hash);
-                for &t in tokens.iter() {
-                    h.word(t);
-                }
-                (
-                    tokens.as_slice().into(),
-                    h.finish(),
-                    calls.recorded.into_inner(),
-                )
-            })
-            .collect();
-        let mut ids: HashMap<ShapeKey<'_>, u32, StableState> = HashMap::default();
-        let mut shape = SecondaryMap::with_capacity(module.len());
-        let mut uses: Vec<u32> = Vec::new();
-        for (&f, (tokens, hash, _)) in candidates.iter().zip(&encoded) {
-            let key = ShapeKey {
-                hash: *hash,
-                tokens,
-            };
-            let next = ids.len() as u32;
-            let id = *ids.entry(key).or_insert(next);
-            if id == next {
-                uses.push(0);
-            }
-            uses[id as usize] += 1;
-            shape[f] = id;
-        }
-        drop(ids);
-        let mut callees = SecondaryMap::with_capacity(module.len());
-        for (&f, (_, _, recorded)) in candidates.iter().zip(encoded) {
-            callees[f] = recorded;
-        }
-        let shared = candidates
-            .iter()
-            .copied()
-            .filter(|&f| uses[shape[f] as usize] > 1)
-            .collect();
-        Self {
-            shape,
-            callees,
-            shared,
-            count: uses.len(),
-        }
-    }
-}
-
-/// Find every group of equal functions. Each group is returned with its members in index
-/// order; groups are in order of their first member.
 pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
     let facts = Facts::new(module, options);
     let indices: Vec<FuncIndex> = module.indices().collect();
-    let walked: Vec<Walked> = indices
+    // One parallel pass: each function is walked (hash, references) and, when another
+    // function already had its hash (it is a candidate), encoded at once, while its
+    // instructions are still in the cache. The first function of each shared hash is
+    // encoded afterwards. Which function is first depends on the workers' timing; nothing
+    // else does (shapes are compared exactly, and numbered by their first function).
+    let hashes = HashCounts::new();
+    let mut table = ShapeTable::new();
+    let mut analysed: Vec<(Walked, FirstPass)> = indices
         .par_iter()
-        .map_init(WalkBuffers::default, |buffers, &f| {
-            Walked::new(module, f, buffers)
+        .map_init(Buffers::default, |buffers, &f| {
+            let walked = Walked::new(module, f, &mut buffers.walk);
+            let shared = hashes.add(walked.hash);
+            let first_pass = if shared || walked.insts as usize <= ENCODE_EARLY {
+                let hash = encode_shape(module, target, &facts, f, &walked, true, buffers);
+                let callees = buffers.recorded.get_mut().clone();
+                let tokens = &buffers.tokens;
+                match shared {
+                    true => FirstPass::Interned((table.intern(hash, tokens, f), callees)),
+                    false => FirstPass::Kept(tokens.as_slice().into(), hash, callees),
+                }
+            } else {
+                FirstPass::No
+            };
+            (walked, first_pass)
         })
         .collect();
-    let callers = Callers::new(module, &facts, &walked);
+    // The first function of each shared hash: interned now (encoded now if it was not).
+    let encoded: Vec<Option<Encoded>> = analysed
+        .par_iter_mut()
+        .enumerate()
+        .map_init(Buffers::default, |buffers, (f, (walked, first_pass))| {
+            let f = FuncIndex::new(f);
+            match std::mem::replace(first_pass, FirstPass::No) {
+                FirstPass::Interned(encoded) => Some(encoded),
+                _ if !hashes.shared(walked.hash) => None,
+                FirstPass::Kept(tokens, hash, callees) => {
+                    Some((table.intern(hash, &tokens, f), callees))
+                }
+                FirstPass::No => {
+                    let hash = encode_shape(module, target, &facts, f, walked, false, buffers);
+                    let at = table.intern(hash, &buffers.tokens, f);
+                    Some((at, buffers.recorded.get_mut().clone()))
+                }
+            }
+        })
+        .collect();
+
+    let callers = Callers::new(module, &facts, analysed.iter().map(|(w, _)| w));
     let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
-    for w in &walked {
-        for target in w.addresses() {
+    let mut shapes = Shapes {
+        shape: SecondaryMap::with_capacity(module.len()),
+        callees: SecondaryMap::with_capacity(module.len()),
+        shared: Vec::new(),
+        count: module.len(),
+    };
+    for (f, ((walked, _), encoded)) in indices.iter().copied().zip(analysed.iter().zip(encoded)) {
+        for target in walked.addresses() {
             address_used[target] = true;
         }
+        if let Some((at, callees)) = encoded {
+            let (first, uses) = table.get(at);
+            shapes.shape[f] = first.as_u32();
+            shapes.callees[f] = callees;
+            if uses > 1 {
+                shapes.shared.push(f);
+            }
+        }
     }
-
-    let mut hash_count: HashMap<u64, u32, StableState> = HashMap::default();
-    for w in &walked {
-        *hash_count.entry(w.hash).or_default() += 1;
-    }
-    let candidates: Vec<FuncIndex> = indices
-        .iter()
-        .copied()
-        .filter(|&f| hash_count[&walked[f.index()].hash] > 1)
-        .collect();
-    let shapes = Shapes::new(module, target, &facts, &walked, &candidates);
-    drop(walked);
+    drop(table);
 
     let mut classes = Classes::new(module);
     fold_in_tree(&facts, &callers, &shapes, &mut classes);
@@ -541,7 +705,8 @@ fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut
         }));
     };
     let mut key = Vec::new();
-    let mut table: HashMap<Box<[u32]>, FuncIndex, StableState> = HashMap::default();
+    let mut table: HashMap<Box<[u32]>, FuncIndex, StableState> =
+        HashMap::with_capacity_and_hasher(shapes.shared.len(), StableState::default());
     let mut in_table: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
     let strong_first = |list: &mut Vec<FuncIndex>| {
         list.sort_by_key(|&f| (!facts.redirectable[f], f));
