@@ -51,7 +51,7 @@
 //! the parallel parts compute per-function facts that are gathered in index order.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cranelift_codegen::ir::{
@@ -69,6 +69,14 @@ use crate::detect::walk::CfgWalk;
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
+/// A map with a value for each of the first `n` functions (growing it on every write would
+/// cost more than the writes).
+fn sized<V: Clone + Default>(n: usize) -> SecondaryMap<FuncIndex, V> {
+    let mut map = SecondaryMap::new();
+    map.resize(n);
+    map
+}
+
 /// The classes of equal functions, as a union of sets with eagerly updated roots. Each
 /// class's members form a ring (`next`), so that a union moves no memory.
 struct Classes {
@@ -80,8 +88,8 @@ struct Classes {
 
 impl Classes {
     fn new(module: &Module) -> Self {
-        let mut root = SecondaryMap::with_capacity(module.len());
-        let mut size = SecondaryMap::with_capacity(module.len());
+        let mut root = sized(module.len());
+        let mut size = sized(module.len());
         for f in module.indices() {
             root[f] = f;
             size[f] = 1;
@@ -90,7 +98,7 @@ impl Classes {
             next: root.clone(),
             root,
             size,
-            found_by: SecondaryMap::new(),
+            found_by: sized(module.len()),
         }
     }
 
@@ -142,8 +150,8 @@ struct Facts {
 impl Facts {
     fn new(module: &Module, options: &MergeOptions) -> Self {
         let mut facts = Facts {
-            redirectable: SecondaryMap::with_capacity(module.len()),
-            address_is_class: SecondaryMap::with_capacity(module.len()),
+            redirectable: sized(module.len()),
+            address_is_class: sized(module.len()),
         };
         for (f, m) in module.iter() {
             facts.redirectable[f] = m.linkage != Linkage::Preemptible;
@@ -638,10 +646,10 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
         .collect();
 
     let callers = Callers::new(module, &facts, analysed.iter().map(|(w, _)| w));
-    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    let mut address_used: SecondaryMap<FuncIndex, bool> = sized(module.len());
     let mut shapes = Shapes {
-        shape: SecondaryMap::with_capacity(module.len()),
-        callees: SecondaryMap::with_capacity(module.len()),
+        shape: sized(module.len()),
+        callees: sized(module.len()),
         shared: Vec::new(),
         count: module.len(),
     };
@@ -691,23 +699,7 @@ pub(crate) struct Found {
 
 /// Phase 1: the seeds' worklist and table of unique functions.
 fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut Classes) {
-    // A function's key in the table: its shape, then for each placeholder the callee's
-    // class (0 for the function's own class, else 1 + the class's root). Written into
-    // `key`; the table holds a copy of the key of each function in it, and that key is
-    // always current (a fold takes out every function whose key it changes).
-    let write_key = |f: FuncIndex, classes: &Classes, key: &mut Vec<u32>| {
-        let own = classes.root[f];
-        key.clear();
-        key.push(shapes.shape[f]);
-        key.extend(shapes.callees[f].iter().map(|&c| match classes.root[c] {
-            class if class == own => 0,
-            class => class.as_u32() + 1,
-        }));
-    };
-    let mut key = Vec::new();
-    let mut table: HashMap<Box<[u32]>, FuncIndex, StableState> =
-        HashMap::with_capacity_and_hasher(shapes.shared.len(), StableState::default());
-    let mut in_table: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    let mut table = Table::new(shapes, shapes.shared.len());
     let strong_first = |list: &mut Vec<FuncIndex>| {
         list.sort_by_key(|&f| (!facts.redirectable[f], f));
     };
@@ -716,31 +708,25 @@ fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut
     let mut deferred: Vec<FuncIndex> = Vec::new();
     while !worklist.is_empty() {
         for &f in &worklist {
-            if classes.root[f] != f || in_table[f] {
+            if classes.root[f] != f || table.contains(f) {
                 continue;
             }
-            write_key(f, classes, &mut key);
-            match table.get(key.as_slice()) {
-                Some(&existing) => {
+            match table.find(f, classes) {
+                Ok(existing) => {
                     // Callers of f's class will now call `existing`'s class: their keys
                     // change, so take them out of the table and look at them again.
                     for member in classes.members(f) {
                         for &caller in callers.of(member) {
                             let r = classes.root[caller];
-                            if in_table[r] {
-                                in_table[r] = false;
-                                write_key(r, classes, &mut key);
-                                table.remove(key.as_slice());
+                            if table.contains(r) {
+                                table.remove(r);
                                 deferred.push(r);
                             }
                         }
                     }
                     classes.union(existing, f, FoundBy::Tree);
                 }
-                None => {
-                    table.insert(key.as_slice().into(), f);
-                    in_table[f] = true;
-                }
+                Err(hash) => table.insert(f, hash),
             }
         }
         // The next round: the deferred functions still at the root of their class.
@@ -749,6 +735,100 @@ fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut
         deferred.clear();
         strong_first(&mut worklist);
         worklist.dedup();
+    }
+}
+
+/// Phase 1's table of unique functions. A function's key is its shape, then for each
+/// placeholder the callee's class (0 for the function's own class, else 1 + the class's
+/// root). The table maps a hash of the key to the functions with that hash (almost always
+/// one), and a lookup compares the keys themselves. The key of a function in the table is
+/// always current (a fold takes out every function whose key it changes), so it is
+/// recomputed rather than stored.
+struct Table<'s> {
+    shapes: &'s Shapes,
+    /// Key hash → the last function added with it; the others follow through `next`.
+    by_hash: HashMap<u64, FuncIndex, StableState>,
+    next: SecondaryMap<FuncIndex, Option<FuncIndex>>,
+    /// For each function in the table, its key's hash; `None` for the others.
+    hash: SecondaryMap<FuncIndex, Option<u64>>,
+    key: Vec<u32>,
+    other: Vec<u32>,
+}
+
+impl<'s> Table<'s> {
+    fn new(shapes: &'s Shapes, capacity: usize) -> Self {
+        Self {
+            shapes,
+            by_hash: HashMap::with_capacity_and_hasher(capacity, StableState::default()),
+            next: sized(shapes.count),
+            hash: sized(shapes.count),
+            key: Vec::new(),
+            other: Vec::new(),
+        }
+    }
+
+    /// Write `f`'s key into `key`.
+    fn write_key(shapes: &Shapes, f: FuncIndex, classes: &Classes, key: &mut Vec<u32>) {
+        let own = classes.root[f];
+        key.clear();
+        key.push(shapes.shape[f]);
+        key.extend(shapes.callees[f].iter().map(|&c| match classes.root[c] {
+            class if class == own => 0,
+            class => class.as_u32() + 1,
+        }));
+    }
+
+    fn key_hash(key: &[u32]) -> u64 {
+        let mut h = StableHasher::new();
+        for &k in key {
+            h.word(k.into());
+        }
+        h.finish()
+    }
+
+    fn contains(&self, f: FuncIndex) -> bool {
+        self.hash[f].is_some()
+    }
+
+    /// The function in the table whose key is `f`'s, or the hash of `f`'s key to insert it
+    /// under.
+    fn find(&mut self, f: FuncIndex, classes: &Classes) -> Result<FuncIndex, u64> {
+        Self::write_key(self.shapes, f, classes, &mut self.key);
+        let hash = Self::key_hash(&self.key);
+        let mut at = self.by_hash.get(&hash).copied();
+        while let Some(g) = at {
+            Self::write_key(self.shapes, g, classes, &mut self.other);
+            if self.other == self.key {
+                return Ok(g);
+            }
+            at = self.next[g];
+        }
+        Err(hash)
+    }
+
+    /// Add `f`, whose key hashes to `hash` and is in no other function of the table.
+    fn insert(&mut self, f: FuncIndex, hash: u64) {
+        self.next[f] = self.by_hash.insert(hash, f);
+        self.hash[f] = Some(hash);
+    }
+
+    /// Take `f` out.
+    fn remove(&mut self, f: FuncIndex) {
+        let hash = self.hash[f].take().expect("in the table");
+        let after = self.next[f].take();
+        let head = self.by_hash[&hash];
+        if head == f {
+            match after {
+                Some(g) => self.by_hash.insert(hash, g),
+                None => self.by_hash.remove(&hash),
+            };
+            return;
+        }
+        let mut at = head;
+        while self.next[at] != Some(f) {
+            at = self.next[at].expect("f is in its hash's list");
+        }
+        self.next[at] = after;
     }
 }
 
@@ -814,14 +894,34 @@ pub(crate) fn refine_partition(
         };
         let mut next: Vec<Vec<FuncIndex>> = Vec::with_capacity(groups.len());
         let mut split = false;
+        let mut signatures: Vec<u64> = Vec::new();
         for g in &groups {
-            let mut parts: BTreeMap<Vec<u64>, Vec<FuncIndex>> = BTreeMap::new();
-            for &f in g {
-                let signature: Vec<u64> = callees[f].iter().map(|&c| class_of(c)).collect();
-                parts.entry(signature).or_default().push(f);
+            // Most groups do not split: compare every member's callees with the first's
+            // before sorting them into parts.
+            let signature = |f: FuncIndex| callees[f].iter().map(|&c| class_of(c));
+            let (first, rest) = g.split_first().expect("groups have members");
+            if rest.iter().all(|&f| signature(f).eq(signature(*first))) {
+                next.push(g.clone());
+                continue;
             }
-            split |= parts.len() > 1;
-            next.extend(parts.into_values().filter(|p| p.len() > 1));
+            // Parts in order of their signature, members in their order: the members
+            // sorted (stably) by signature, cut where the signature changes.
+            signatures.clear();
+            let mut ranges = Vec::with_capacity(g.len());
+            for &f in g {
+                let start = signatures.len();
+                signatures.extend(signature(f));
+                ranges.push(start..signatures.len());
+            }
+            let of = |i: usize| &signatures[ranges[i].clone()];
+            let mut order: Vec<usize> = (0..g.len()).collect();
+            order.sort_by(|&a, &b| of(a).cmp(of(b)));
+            split = true;
+            for part in order.chunk_by(|&a, &b| of(a) == of(b)) {
+                if part.len() > 1 {
+                    next.push(part.iter().map(|&i| g[i]).collect());
+                }
+            }
         }
         if !split {
             return groups;
