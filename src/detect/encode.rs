@@ -46,6 +46,7 @@ use cranelift_codegen::ir::{
     GlobalValueData, Inst, InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::isa::CallConv;
+use cranelift_entity::EntityRef;
 
 use super::walk::CfgWalk;
 use crate::names::names_itself;
@@ -161,7 +162,13 @@ pub struct Encoder<'a, C: CallTargets> {
     global_values: Serials<GlobalValue>,
     stack_slots: Serials<StackSlot>,
     dynamic_slots: Serials<DynamicStackSlot>,
+    /// The tokens of the function's first memory flags, once encoded (a function has few
+    /// distinct ones, and many loads and stores).
+    mem_flags: [Option<(Token, Token)>; MEM_FLAGS_KEPT],
 }
+
+/// How many memory flags an encoder keeps the tokens of.
+const MEM_FLAGS_KEPT: usize = 8;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -177,24 +184,21 @@ struct Serials<K: cranelift_entity::EntityRef> {
     key: std::marker::PhantomData<K>,
 }
 
+/// The numbering maps of one encoder: values, blocks, global values, stack slots, dynamic
+/// stack slots.
+type Maps = [Vec<u32>; 5];
+
 thread_local! {
     /// The maps of finished encoders on this thread, for the next ones: encoders are many
     /// and short (one per function), and allocating is a good part of a short one's cost.
-    static SPARE_MAPS: std::cell::RefCell<Vec<Vec<u32>>> =
+    static SPARE_MAPS: std::cell::RefCell<Vec<Maps>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl<K: cranelift_entity::EntityRef> Serials<K> {
-    /// Room for `n` entities (zeroed up front, so numbering never grows it for a declared
-    /// entity).
-    fn with_capacity(n: usize) -> Self {
-        let mut map = if n == 0 {
-            Vec::new()
-        } else {
-            SPARE_MAPS
-                .with(|spare| spare.borrow_mut().pop())
-                .unwrap_or_default()
-        };
+    /// Room for `n` entities in `map` (zeroed up front, so numbering never grows it for a
+    /// declared entity).
+    fn new(mut map: Vec<u32>, n: usize) -> Self {
         map.clear();
         map.resize(n, 0);
         Self {
@@ -233,17 +237,23 @@ impl<K: cranelift_entity::EntityRef> Serials<K> {
     }
 }
 
-impl<K: cranelift_entity::EntityRef> Drop for Serials<K> {
+impl<C: CallTargets> Drop for Encoder<'_, C> {
     fn drop(&mut self) {
-        let map = std::mem::take(&mut self.map);
-        if map.capacity() == 0 || map.capacity() > 1 << 16 {
+        let maps: Maps = [
+            std::mem::take(&mut self.values.map),
+            std::mem::take(&mut self.blocks.map),
+            std::mem::take(&mut self.global_values.map),
+            std::mem::take(&mut self.stack_slots.map),
+            std::mem::take(&mut self.dynamic_slots.map),
+        ];
+        if maps.iter().map(Vec::capacity).sum::<usize>() > 1 << 16 {
             return;
         }
         // `try_with`: an encoder dropped while the thread exits just frees its maps.
         let _ = SPARE_MAPS.try_with(|spare| {
             let mut spare = spare.borrow_mut();
-            if spare.len() < 32 {
-                spare.push(map);
+            if spare.len() < 8 {
+                spare.push(maps);
             }
         });
     }
@@ -262,6 +272,9 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         calls: &'a C,
         walk: CfgWalk<'a>,
     ) -> Self {
+        let [values, blocks, global_values, stack_slots, dynamic_slots] = SPARE_MAPS
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_default();
         Self {
             func,
             target,
@@ -269,11 +282,12 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             walk,
             state: State::Header,
             inst: None,
-            values: Serials::with_capacity(func.dfg.num_values()),
-            blocks: Serials::with_capacity(func.dfg.num_blocks()),
-            global_values: Serials::with_capacity(func.global_values.len()),
-            stack_slots: Serials::with_capacity(func.sized_stack_slots.len()),
-            dynamic_slots: Serials::with_capacity(func.dynamic_stack_slots.len()),
+            values: Serials::new(values, func.dfg.num_values()),
+            blocks: Serials::new(blocks, func.dfg.num_blocks()),
+            global_values: Serials::new(global_values, func.global_values.len()),
+            stack_slots: Serials::new(stack_slots, func.sized_stack_slots.len()),
+            dynamic_slots: Serials::new(dynamic_slots, func.dynamic_stack_slots.len()),
+            mem_flags: [None; MEM_FLAGS_KEPT],
         }
     }
 
@@ -594,6 +608,13 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     fn mem_flags(&mut self, flags: MemFlags, sink: &mut impl Sink) {
+        let kept = self.mem_flags.get(flags.index()).copied().flatten();
+        let (bits, region) = kept.unwrap_or_else(|| self.mem_flags_tokens(flags));
+        self.push(sink, bits, "memory flags");
+        self.push(sink, region, "memory alias region");
+    }
+
+    fn mem_flags_tokens(&mut self, flags: MemFlags) -> (Token, Token) {
         let data = self.func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
             None => 0,
@@ -606,11 +627,13 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             | endianness << 2
             | (data.can_move() as Token) << 4
             | Token::from(trap) << 8;
-        self.push(sink, bits, "memory flags");
         let region = data.alias_region().map_or(0, |r| {
             Token::from(self.func.dfg.alias_regions[r].user_id) + 1
         });
-        self.push(sink, region, "memory alias region");
+        if let Some(kept) = self.mem_flags.get_mut(flags.index()) {
+            *kept = Some((bits, region));
+        }
+        (bits, region)
     }
 
     fn stack_slot(&mut self, slot: StackSlot, sink: &mut impl Sink) {

@@ -52,6 +52,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Mutex;
 
 use cranelift_codegen::ir::{
@@ -164,21 +165,18 @@ impl Facts {
     }
 }
 
-/// One function's structural hash and references, from one walk.
+/// One function's structural hash and references, from one walk. The references are kept
+/// in a buffer shared by the functions of a [`Chunk`]; [`Walked::refs`] reads them.
 struct Walked {
     hash: u64,
     /// How many instructions the walk reached.
     insts: u32,
-    /// In one allocation: for each `FuncRef` of the function, the module function it names
-    /// (or [`NO_FUNCTION`]); the same for each global value that is a `symbol`; the module
-    /// functions it calls directly; those whose address it takes (`func_addr`, `symbol`).
-    /// The last two sorted, without repeats.
-    packed: Box<[u32]>,
-    /// Where the func refs, the global values and the calls end in `packed`.
-    ends: [u32; 3],
+    /// Where, in the chunk's buffer, the function's references start, and where its func
+    /// refs, global values, calls and addresses end.
+    bounds: [u32; 5],
 }
 
-/// In [`Walked::packed`]: names no module function.
+/// In a chunk's references: names no module function.
 const NO_FUNCTION: u32 = u32::MAX;
 
 /// Buffers reused from one function's walk to the next.
@@ -186,7 +184,6 @@ const NO_FUNCTION: u32 = u32::MAX;
 struct WalkBuffers {
     calls: Vec<u32>,
     addresses: Vec<u32>,
-    packed: Vec<u32>,
     /// The blocks of the last walk, in walk order.
     blocks: Vec<Block>,
 }
@@ -195,7 +192,8 @@ impl Walked {
     /// The structural hash ([`crate::detect::function_hash`]) and what
     /// [`Module::references`] finds, in one walk over the reachable blocks; the whole
     /// layout is walked again only when some block is unreachable (its calls count too).
-    fn new(module: &Module, f: FuncIndex, buffers: &mut WalkBuffers) -> Self {
+    /// The references are appended to `refs`.
+    fn new(module: &Module, f: FuncIndex, buffers: &mut WalkBuffers, refs: &mut Vec<u32>) -> Self {
         let func = &module.get(f).func;
         let lookup = |name| {
             module
@@ -205,12 +203,11 @@ impl Walked {
         let WalkBuffers {
             calls,
             addresses,
-            packed,
             blocks,
         } = buffers;
-        packed.clear();
-        packed.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
-        let func_refs = packed.len();
+        let start = refs.len();
+        refs.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
+        let func_refs = &refs[start..];
         calls.clear();
         addresses.clear();
         let visit = |data: &InstructionData, calls: &mut Vec<u32>, addresses: &mut Vec<u32>| {
@@ -220,7 +217,7 @@ impl Walked {
                 InstructionData::FuncAddr { func_ref, .. } => (addresses, func_ref),
                 _ => return,
             };
-            match packed[target.as_u32() as usize] {
+            match func_refs[target.as_u32() as usize] {
                 NO_FUNCTION => {}
                 f => list.push(f),
             }
@@ -239,6 +236,7 @@ impl Walked {
                 }
             }
         }
+        let func_refs_end = refs.len();
         for gv in func.global_values.values() {
             let named = match gv {
                 GlobalValueData::Symbol { name, .. } => lookup(name),
@@ -247,61 +245,77 @@ impl Walked {
             if named != NO_FUNCTION {
                 addresses.push(named);
             }
-            packed.push(named);
+            refs.push(named);
         }
-        let symbols = packed.len();
+        let symbols_end = refs.len();
         calls.sort_unstable();
         calls.dedup();
         addresses.sort_unstable();
         addresses.dedup();
-        packed.extend_from_slice(calls);
-        let calls_end = packed.len();
-        packed.extend_from_slice(addresses);
+        refs.extend_from_slice(calls);
+        let calls_end = refs.len();
+        refs.extend_from_slice(addresses);
+        let bounds = [start, func_refs_end, symbols_end, calls_end, refs.len()];
         Self {
             hash,
             insts,
-            packed: packed.as_slice().into(),
-            ends: [func_refs as u32, symbols as u32, calls_end as u32],
+            bounds: bounds.map(|b| b as u32),
         }
     }
 
-    fn function(index: u32) -> Option<FuncIndex> {
-        (index != NO_FUNCTION).then(|| FuncIndex::from_u32(index))
+    /// Its references, in `refs`, its chunk's buffer.
+    #[inline]
+    fn refs<'c>(&self, refs: &'c [u32]) -> Refs<'c> {
+        let part = |i: usize| &refs[self.bounds[i] as usize..self.bounds[i + 1] as usize];
+        Refs {
+            func_refs: part(0),
+            symbols: part(1),
+            calls: part(2),
+            addresses: part(3),
+        }
+    }
+}
+
+/// What one function does with the functions of the module (as [`Module::references`]).
+#[derive(Clone, Copy)]
+struct Refs<'c> {
+    /// For each `FuncRef`, the module function it names, or [`NO_FUNCTION`].
+    func_refs: &'c [u32],
+    /// For each global value, the module function a `symbol` names, or [`NO_FUNCTION`].
+    symbols: &'c [u32],
+    /// The module functions it calls directly, in index order.
+    calls: &'c [u32],
+    /// The module functions whose address it takes, in index order.
+    addresses: &'c [u32],
+}
+
+impl<'c> Refs<'c> {
+    fn function(index: Option<&u32>) -> Option<FuncIndex> {
+        index
+            .filter(|&&f| f != NO_FUNCTION)
+            .map(|&f| FuncIndex::from_u32(f))
     }
 
     /// The module function `callee` names, if any.
     fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
-        let func_refs = &self.packed[..self.ends[0] as usize];
-        func_refs
-            .get(callee.as_u32() as usize)
-            .and_then(|&f| Self::function(f))
+        Self::function(self.func_refs.get(callee.as_u32() as usize))
     }
 
     /// The module function the `symbol` global value `gv` names, if any.
     fn symbol(&self, gv: GlobalValue) -> Option<FuncIndex> {
-        let symbols = &self.packed[self.ends[0] as usize..self.ends[1] as usize];
-        symbols
-            .get(gv.as_u32() as usize)
-            .and_then(|&f| Self::function(f))
+        Self::function(self.symbols.get(gv.as_u32() as usize))
     }
 
-    fn calls_raw(&self) -> &[u32] {
-        &self.packed[self.ends[1] as usize..self.ends[2] as usize]
+    fn calls(&self) -> impl Iterator<Item = FuncIndex> + 'c {
+        self.calls.iter().map(|&f| FuncIndex::from_u32(f))
     }
 
-    /// The module functions it calls directly, in index order.
-    fn calls(&self) -> impl Iterator<Item = FuncIndex> + '_ {
-        self.calls_raw().iter().map(|&f| FuncIndex::from_u32(f))
-    }
-
-    /// The module functions whose address it takes, in index order.
-    fn addresses(&self) -> impl Iterator<Item = FuncIndex> + '_ {
-        let addresses = &self.packed[self.ends[2] as usize..];
-        addresses.iter().map(|&f| FuncIndex::from_u32(f))
+    fn addresses(&self) -> impl Iterator<Item = FuncIndex> + 'c {
+        self.addresses.iter().map(|&f| FuncIndex::from_u32(f))
     }
 
     fn is_called(&self, f: FuncIndex) -> bool {
-        self.calls_raw().binary_search(&f.as_u32()).is_ok()
+        self.calls.binary_search(&f.as_u32()).is_ok()
     }
 }
 
@@ -313,21 +327,20 @@ struct Callers {
 }
 
 impl Callers {
-    fn new<'w>(
+    fn new<'c>(
         module: &Module,
         facts: &Facts,
-        walked: impl Iterator<Item = &'w Walked> + Clone,
+        refs: impl Iterator<Item = Refs<'c>> + Clone,
     ) -> Self {
-        fn edges<'w>(facts: &'w Facts, w: &'w Walked) -> impl Iterator<Item = FuncIndex> + 'w {
-            let addresses = w
+        let edges = |r: Refs<'c>| {
+            let addresses = r
                 .addresses()
-                .filter(|&t| facts.address_is_class[t] && !w.is_called(t));
-            w.calls().chain(addresses)
-        }
-        let edges = |w| edges(facts, w);
+                .filter(move |&t| facts.address_is_class[t] && !r.is_called(t));
+            r.calls().chain(addresses)
+        };
         let mut start = vec![0u32; module.len() + 1];
-        for w in walked.clone() {
-            for callee in edges(w) {
+        for r in refs.clone() {
+            for callee in edges(r) {
                 start[callee.index() + 1] += 1;
             }
         }
@@ -336,8 +349,8 @@ impl Callers {
         }
         let mut list = vec![FuncIndex::from_u32(0); start[module.len()] as usize];
         let mut next = start.clone();
-        for (caller, w) in module.indices().zip(walked) {
-            for callee in edges(w) {
+        for (caller, r) in module.indices().zip(refs) {
+            for callee in edges(r) {
                 list[next[callee.index()] as usize] = caller;
                 next[callee.index()] += 1;
             }
@@ -354,7 +367,7 @@ impl Callers {
 /// is a placeholder, recorded in order.
 struct Placeholder<'d> {
     facts: &'d Facts,
-    walked: &'d Walked,
+    refs: Refs<'d>,
     recorded: &'d RefCell<Vec<FuncIndex>>,
 }
 
@@ -370,7 +383,7 @@ impl Placeholder<'_> {
     }
 
     fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
-        self.walked.func_ref(callee)
+        self.refs.func_ref(callee)
     }
 }
 
@@ -386,7 +399,7 @@ impl CallTargets for Placeholder<'_> {
     }
 
     fn symbol_target(&self, _func: &Function, gv: GlobalValue) -> CallTarget {
-        let named = self.walked.symbol(gv);
+        let named = self.refs.symbol(gv);
         self.placeholder(named.filter(|&c| self.facts.address_is_class[c]))
     }
 }
@@ -535,41 +548,66 @@ struct Buffers {
     recorded: RefCell<Vec<FuncIndex>>,
 }
 
-/// A function's shape: where the table keeps it, and its placeholders' callees in order.
-type Encoded = (ShapeAt, Vec<FuncIndex>);
+/// Functions per task of the first pass. A task keeps what it learns of its functions in a
+/// few buffers of its own (a [`Chunk`]) rather than in a few allocations per function.
+const CHUNK: usize = 64;
 
-/// What the first pass knows of a function's shape.
+/// What the first pass learns of a run of consecutive functions.
+#[derive(Default)]
+struct Chunk {
+    /// Per function: its walk, and what became of its shape.
+    walked: Vec<Walked>,
+    shapes: Vec<FirstPass>,
+    /// The functions' references ([`Walked::refs`]).
+    refs: Vec<u32>,
+    /// The placeholders' callees of the encoded functions.
+    callees: Vec<FuncIndex>,
+    /// The encodings kept but not interned.
+    tokens: Vec<Token>,
+}
+
+/// What became of a function's shape. Ranges are in its chunk's buffers.
 enum FirstPass {
-    /// Not encoded (its hash was new, and it is not small).
+    /// Not encoded (its hash was new, and it is not small; or nobody shares its hash).
     No,
-    /// Encoded and interned (another function had its hash).
-    Interned(Encoded),
+    /// Encoded and interned: where the table keeps the shape, and the placeholders'
+    /// callees.
+    Interned(ShapeAt, Range<u32>),
     /// Encoded but not interned, because nobody else had its hash yet: a small function,
     /// encoded while it was in the cache in case another function turns out to share its
     /// hash (most small functions do). Its encoding, that encoding's hash, its callees.
-    Kept(Box<[Token]>, u64, Vec<FuncIndex>),
+    Kept(Range<u32>, u64, Range<u32>),
 }
 
 /// Functions of at most this many (reachable) instructions are encoded in the first pass
 /// even when their hash is new.
 const ENCODE_EARLY: usize = 32;
 
+/// Append `items` to `to`; where they are.
+fn append<T: Copy>(to: &mut Vec<T>, items: &[T]) -> Range<u32> {
+    let start = to.len() as u32;
+    to.extend_from_slice(items);
+    start..to.len() as u32
+}
+
 /// Encode `f`'s shape into `buffers.tokens` (its placeholders' callees into
 /// `buffers.recorded`). Returns the encoding's hash. `just_walked`: `buffers` hold the
 /// blocks of `f`'s walk.
+#[allow(clippy::too_many_arguments)]
 fn encode_shape(
     module: &Module,
     target: &TargetInfo,
     facts: &Facts,
     f: FuncIndex,
     walked: &Walked,
+    refs: Refs<'_>,
     just_walked: bool,
     buffers: &mut Buffers,
 ) -> u64 {
     buffers.recorded.get_mut().clear();
     let calls = Placeholder {
         facts,
-        walked,
+        refs,
         recorded: &buffers.recorded,
     };
     let func = &module.get(f).func;
@@ -583,18 +621,32 @@ fn encode_shape(
     hash_tokens(walked.hash, tokens)
 }
 
+/// Lists of functions, one per function, in one array.
+struct Lists {
+    start: Vec<u32>,
+    items: Vec<FuncIndex>,
+}
+
+impl Lists {
+    fn of(&self, f: FuncIndex) -> &[FuncIndex] {
+        &self.items[self.start[f.index()] as usize..self.start[f.index() + 1] as usize]
+    }
+}
+
 /// The shapes of the functions whose hash is shared.
 struct Shapes {
     /// Each candidate's shape: the index of the first function with that shape.
     shape: SecondaryMap<FuncIndex, u32>,
     /// Each function's placeholders' callees, in order.
-    callees: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    callees: Lists,
     /// The functions whose shape another function has, in index order.
     shared: Vec<FuncIndex>,
     /// Shape numbers are below this.
     count: usize,
 }
 
+/// Find every group of equal functions. Each group is returned with its members in index
+/// order; groups are in order of their first member.
 pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
     let facts = Facts::new(module, options);
     let indices: Vec<FuncIndex> = module.indices().collect();
@@ -605,68 +657,111 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
     // else does (shapes are compared exactly, and numbered by their first function).
     let hashes = HashCounts::new();
     let mut table = ShapeTable::new();
-    let mut analysed: Vec<(Walked, FirstPass)> = indices
-        .par_iter()
-        .map_init(Buffers::default, |buffers, &f| {
-            let walked = Walked::new(module, f, &mut buffers.walk);
-            let shared = hashes.add(walked.hash);
-            let first_pass = if shared || walked.insts as usize <= ENCODE_EARLY {
-                let hash = encode_shape(module, target, &facts, f, &walked, true, buffers);
-                let callees = buffers.recorded.get_mut().clone();
-                let tokens = &buffers.tokens;
-                match shared {
-                    true => FirstPass::Interned((table.intern(hash, tokens, f), callees)),
-                    false => FirstPass::Kept(tokens.as_slice().into(), hash, callees),
-                }
-            } else {
-                FirstPass::No
-            };
-            (walked, first_pass)
+    let mut chunks: Vec<Chunk> = indices
+        .par_chunks(CHUNK)
+        .map_init(Buffers::default, |buffers, functions| {
+            let mut chunk = Chunk::default();
+            for &f in functions {
+                let walked = Walked::new(module, f, &mut buffers.walk, &mut chunk.refs);
+                let shared = hashes.add(walked.hash);
+                let shape = if shared || walked.insts as usize <= ENCODE_EARLY {
+                    let refs = walked.refs(&chunk.refs);
+                    let hash =
+                        encode_shape(module, target, &facts, f, &walked, refs, true, buffers);
+                    let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
+                    match shared {
+                        true => {
+                            FirstPass::Interned(table.intern(hash, &buffers.tokens, f), callees)
+                        }
+                        false => FirstPass::Kept(
+                            append(&mut chunk.tokens, &buffers.tokens),
+                            hash,
+                            callees,
+                        ),
+                    }
+                } else {
+                    FirstPass::No
+                };
+                chunk.walked.push(walked);
+                chunk.shapes.push(shape);
+            }
+            chunk
         })
         .collect();
     // The first function of each shared hash: interned now (encoded now if it was not).
-    let encoded: Vec<Option<Encoded>> = analysed
+    chunks
         .par_iter_mut()
         .enumerate()
-        .map_init(Buffers::default, |buffers, (f, (walked, first_pass))| {
-            let f = FuncIndex::new(f);
-            match std::mem::replace(first_pass, FirstPass::No) {
-                FirstPass::Interned(encoded) => Some(encoded),
-                _ if !hashes.shared(walked.hash) => None,
-                FirstPass::Kept(tokens, hash, callees) => {
-                    Some((table.intern(hash, &tokens, f), callees))
-                }
-                FirstPass::No => {
-                    let hash = encode_shape(module, target, &facts, f, walked, false, buffers);
-                    let at = table.intern(hash, &buffers.tokens, f);
-                    Some((at, buffers.recorded.get_mut().clone()))
-                }
+        .for_each_init(Buffers::default, |buffers, (c, chunk)| {
+            let Chunk {
+                walked,
+                shapes,
+                refs,
+                callees,
+                tokens,
+            } = chunk;
+            for (i, (walked, shape)) in walked.iter().zip(shapes).enumerate() {
+                let f = FuncIndex::new(c * CHUNK + i);
+                *shape = match std::mem::replace(shape, FirstPass::No) {
+                    FirstPass::Interned(at, list) => FirstPass::Interned(at, list),
+                    _ if !hashes.shared(walked.hash) => FirstPass::No,
+                    FirstPass::Kept(encoding, hash, list) => {
+                        let encoding = &tokens[encoding.start as usize..encoding.end as usize];
+                        FirstPass::Interned(table.intern(hash, encoding, f), list)
+                    }
+                    FirstPass::No => {
+                        let refs = walked.refs(refs);
+                        let hash =
+                            encode_shape(module, target, &facts, f, walked, refs, false, buffers);
+                        let list = append(callees, buffers.recorded.get_mut());
+                        FirstPass::Interned(table.intern(hash, &buffers.tokens, f), list)
+                    }
+                };
             }
-        })
-        .collect();
+        });
 
-    let callers = Callers::new(module, &facts, analysed.iter().map(|(w, _)| w));
+    let all = || {
+        chunks.iter().flat_map(|chunk| {
+            chunk
+                .walked
+                .iter()
+                .zip(&chunk.shapes)
+                .map(move |w| (chunk, w))
+        })
+    };
+    let callers = Callers::new(
+        module,
+        &facts,
+        all().map(|(chunk, (w, _))| w.refs(&chunk.refs)),
+    );
     let mut address_used: SecondaryMap<FuncIndex, bool> = sized(module.len());
     let mut shapes = Shapes {
         shape: sized(module.len()),
-        callees: sized(module.len()),
+        callees: Lists {
+            start: Vec::with_capacity(module.len() + 1),
+            items: Vec::new(),
+        },
         shared: Vec::new(),
         count: module.len(),
     };
-    for (f, ((walked, _), encoded)) in indices.iter().copied().zip(analysed.iter().zip(encoded)) {
-        for target in walked.addresses() {
+    shapes.callees.start.push(0);
+    for (f, (chunk, (walked, shape))) in indices.iter().copied().zip(all()) {
+        for target in walked.refs(&chunk.refs).addresses() {
             address_used[target] = true;
         }
-        if let Some((at, callees)) = encoded {
-            let (first, uses) = table.get(at);
+        if let FirstPass::Interned(at, callees) = shape {
+            let (first, uses) = table.get(*at);
             shapes.shape[f] = first.as_u32();
-            shapes.callees[f] = callees;
+            let callees = &chunk.callees[callees.start as usize..callees.end as usize];
+            shapes.callees.items.extend_from_slice(callees);
             if uses > 1 {
                 shapes.shared.push(f);
             }
         }
+        shapes.callees.start.push(shapes.callees.items.len() as u32);
     }
     drop(table);
+    drop(chunks);
 
     let mut classes = Classes::new(module);
     fold_in_tree(&facts, &callers, &shapes, &mut classes);
@@ -772,7 +867,7 @@ impl<'s> Table<'s> {
         let own = classes.root[f];
         key.clear();
         key.push(shapes.shape[f]);
-        key.extend(shapes.callees[f].iter().map(|&c| match classes.root[c] {
+        key.extend(shapes.callees.of(f).iter().map(|&c| match classes.root[c] {
             class if class == own => 0,
             class => class.as_u32() + 1,
         }));
@@ -854,7 +949,7 @@ fn refine_cycles(shapes: &Shapes, classes: &mut Classes) {
         return;
     }
 
-    let groups = refine_partition(groups, &shapes.callees, |f| classes.root[f]);
+    let groups = refine_partition(groups, |f| shapes.callees.of(f), |f| classes.root[f]);
     for g in groups {
         for &f in &g[1..] {
             classes.union(g[0], f, FoundBy::Cycle);
@@ -868,9 +963,9 @@ fn refine_cycles(shapes: &Shapes, classes: &mut Classes) {
 /// the function that stands for it (its class root, or the body that runs when it is
 /// called). Groups of one are dropped. Deterministic: parts are ordered by their callee
 /// signature, members keep their order.
-pub(crate) fn refine_partition(
+pub(crate) fn refine_partition<'c>(
     mut groups: Vec<Vec<FuncIndex>>,
-    callees: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    callees: impl Fn(FuncIndex) -> &'c [FuncIndex],
     representative: impl Fn(FuncIndex) -> FuncIndex,
 ) -> Vec<Vec<FuncIndex>> {
     const OUTSIDE: u64 = 1 << 32;
@@ -898,7 +993,7 @@ pub(crate) fn refine_partition(
         for g in &groups {
             // Most groups do not split: compare every member's callees with the first's
             // before sorting them into parts.
-            let signature = |f: FuncIndex| callees[f].iter().map(|&c| class_of(c));
+            let signature = |f: FuncIndex| callees(f).iter().map(|&c| class_of(c));
             let (first, rest) = g.split_first().expect("groups have members");
             if rest.iter().all(|&f| signature(f).eq(signature(*first))) {
                 next.push(g.clone());
