@@ -52,7 +52,7 @@ use cranelift_codegen::ir::{
     GlobalValueData, Inst, InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_entity::SecondaryMap;
+use cranelift_entity::EntityRef;
 
 use super::walk::CfgWalk;
 use crate::names::names_itself;
@@ -192,7 +192,13 @@ pub struct Encoder<'a, C: CallTargets> {
     global_values: Serials<GlobalValue>,
     stack_slots: Serials<StackSlot>,
     dynamic_slots: Serials<DynamicStackSlot>,
+    /// The tokens of the function's first memory flags, once encoded (a function has few
+    /// distinct ones, and many loads and stores).
+    mem_flags: [Option<(Token, Token)>; MEM_FLAGS_KEPT],
 }
+
+/// How many memory flags an encoder keeps the tokens of.
+const MEM_FLAGS_KEPT: usize = 8;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -203,52 +209,115 @@ enum State {
 
 /// Serial numbers in order of first appearance, the seeds' `sn_map`.
 struct Serials<K: cranelift_entity::EntityRef> {
-    map: SecondaryMap<K, u32>, // serial + 1; 0 = not met yet
+    map: Vec<u32>, // serial + 1; 0 = not met yet
     next: u32,
+    key: std::marker::PhantomData<K>,
+}
+
+/// The numbering maps of one encoder: values, blocks, global values, stack slots, dynamic
+/// stack slots.
+type Maps = [Vec<u32>; 5];
+
+thread_local! {
+    /// The maps of finished encoders on this thread, for the next ones: encoders are many
+    /// and short (one per function), and allocating is a good part of a short one's cost.
+    static SPARE_MAPS: std::cell::RefCell<Vec<Maps>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl<K: cranelift_entity::EntityRef> Serials<K> {
-    /// Room for `n` entities, so that numbering never reallocates.
-    fn with_capacity(n: usize) -> Self {
+    /// Room for `n` entities in `map` (zeroed up front, so numbering never grows it for a
+    /// declared entity).
+    fn new(mut map: Vec<u32>, n: usize) -> Self {
+        map.clear();
+        map.resize(n, 0);
         Self {
-            map: SecondaryMap::with_capacity(n),
+            map,
             next: 0,
+            key: std::marker::PhantomData,
         }
+    }
+
+    /// The slot of `k`, grown for an entity beyond the declared ones.
+    #[inline]
+    fn slot(&mut self, k: K) -> &mut u32 {
+        let i = k.index();
+        if i >= self.map.len() {
+            self.map.resize(i + 1, 0);
+        }
+        &mut self.map[i]
     }
 
     /// The serial number of `k`, and whether this is its first appearance.
     #[inline]
     fn get(&mut self, k: K) -> (u32, bool) {
-        let slot = &mut self.map[k];
+        let next = self.next;
+        let slot = self.slot(k);
         if *slot == 0 {
-            self.next += 1;
-            *slot = self.next;
-            (self.next - 1, true)
+            *slot = next + 1;
+            self.next = next + 1;
+            (next, true)
         } else {
             (*slot - 1, false)
         }
     }
 
     fn seen(&self, k: K) -> bool {
-        self.map[k] != 0
+        self.map.get(k.index()).is_some_and(|&s| s != 0)
+    }
+}
+
+impl<C: CallTargets> Drop for Encoder<'_, C> {
+    fn drop(&mut self) {
+        let maps: Maps = [
+            std::mem::take(&mut self.values.map),
+            std::mem::take(&mut self.blocks.map),
+            std::mem::take(&mut self.global_values.map),
+            std::mem::take(&mut self.stack_slots.map),
+            std::mem::take(&mut self.dynamic_slots.map),
+        ];
+        if maps.iter().map(Vec::capacity).sum::<usize>() > 1 << 16 {
+            return;
+        }
+        // `try_with`: an encoder dropped while the thread exits just frees its maps.
+        let _ = SPARE_MAPS.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < 8 {
+                spare.push(maps);
+            }
+        });
     }
 }
 
 impl<'a, C: CallTargets> Encoder<'a, C> {
     /// An encoder for `func` under `target`, encoding call targets by `calls`.
     pub fn new(func: &'a Function, target: &'a TargetInfo, calls: &'a C) -> Self {
+        Self::with_walk(func, target, calls, CfgWalk::new(func))
+    }
+
+    /// [`Encoder::new`] with the walk of `func` given (a replay of an earlier walk).
+    pub(crate) fn with_walk(
+        func: &'a Function,
+        target: &'a TargetInfo,
+        calls: &'a C,
+        walk: CfgWalk<'a>,
+    ) -> Self {
+        let [values, blocks, global_values, stack_slots, dynamic_slots] = SPARE_MAPS
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_default();
         Self {
             func,
             target,
             calls,
-            walk: CfgWalk::new(func),
+            walk,
             state: State::Header,
             inst: None,
-            values: Serials::with_capacity(func.dfg.num_values()),
-            blocks: Serials::with_capacity(func.dfg.num_blocks()),
-            global_values: Serials::with_capacity(func.global_values.len()),
-            stack_slots: Serials::with_capacity(func.sized_stack_slots.len()),
-            dynamic_slots: Serials::with_capacity(func.dynamic_stack_slots.len()),
+            values: Serials::new(values, func.dfg.num_values()),
+            blocks: Serials::new(blocks, func.dfg.num_blocks()),
+            global_values: Serials::new(global_values, func.global_values.len()),
+            stack_slots: Serials::new(stack_slots, func.sized_stack_slots.len()),
+            dynamic_slots: Serials::new(dynamic_slots, func.dynamic_stack_slots.len()),
+            mem_flags: [None; MEM_FLAGS_KEPT],
         }
     }
 
@@ -318,6 +387,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         }
     }
 
+    #[inline]
     fn abi_param(&mut self, p: &AbiParam, sink: &mut impl Sink, what: What) {
         self.push(sink, type_token(p.value_type), what);
         let (purpose, arg) = match p.purpose {
@@ -414,13 +484,23 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     /// A value operand or definition: its serial number, and its type when first met.
-    #[inline]
+    #[inline(always)]
     fn value(&mut self, v: Value, sink: &mut impl Sink, what: What) {
-        let v = self.func.dfg.resolve_aliases(v);
-        let (serial, first) = self.values.get(v);
+        // The serial of the value `v` resolves to. Aliases are resolved once per value
+        // named: an alias's slot then holds the serial of the value it resolves to.
+        let known = *self.values.slot(v);
+        if known != 0 {
+            self.push(sink, (known - 1).into(), what);
+            return;
+        }
+        let resolved = self.func.dfg.resolve_aliases(v);
+        let (serial, first) = self.values.get(resolved);
+        if resolved != v {
+            *self.values.slot(v) = serial + 1;
+        }
         self.push(sink, serial.into(), what);
         if first {
-            self.push(sink, type_token(self.func.dfg.value_type(v)), what);
+            self.push(sink, type_token(self.func.dfg.value_type(resolved)), what);
         }
     }
 
@@ -572,6 +652,13 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     fn mem_flags(&mut self, flags: MemFlags, sink: &mut impl Sink) {
+        let kept = self.mem_flags.get(flags.index()).copied().flatten();
+        let (bits, region) = kept.unwrap_or_else(|| self.mem_flags_tokens(flags));
+        self.push(sink, bits, "memory flags");
+        self.push(sink, region, "memory alias region");
+    }
+
+    fn mem_flags_tokens(&mut self, flags: MemFlags) -> (Token, Token) {
         let data = self.func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
             None => 0,
@@ -584,11 +671,13 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             | endianness << 2
             | (data.can_move() as Token) << 4
             | Token::from(trap) << 8;
-        self.push(sink, bits, "memory flags");
         let region = data.alias_region().map_or(0, |r| {
             Token::from(self.func.dfg.alias_regions[r].user_id) + 1
         });
-        self.push(sink, region, "memory alias region");
+        if let Some(kept) = self.mem_flags.get_mut(flags.index()) {
+            *kept = Some((bits, region));
+        }
+        (bits, region)
     }
 
     fn stack_slot(&mut self, slot: StackSlot, sink: &mut impl Sink) {
@@ -720,16 +809,16 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     fn instruction(&mut self, inst: Inst, sink: &mut impl Sink) {
-        let data = self.func.dfg.insts[inst];
+        let func = self.func;
+        let data = func.dfg.insts[inst];
+        let results = func.dfg.inst_results(inst);
         self.push(sink, TAG_INST | data.opcode() as Token, "opcode");
         self.push(
             sink,
-            type_token(ctrl_type(self.func, inst)),
+            type_token(ctrl_type_of(func, &data, results)),
             "controlling type",
         );
         self.format_fields(&data, sink);
-        let func = self.func;
-        let results = func.dfg.inst_results(inst);
         self.push(sink, results.len() as Token, "result count");
         for &v in results {
             self.value(v, sink, "result");
@@ -1003,11 +1092,11 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 }
 
-/// The controlling type of `inst`, or `INVALID` when it has none. Unlike
-/// `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
-pub(crate) fn ctrl_type(func: &Function, inst: Inst) -> Type {
+/// The controlling type of an instruction (its data and results), or `INVALID` when it has
+/// none. Unlike `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
+#[inline]
+fn ctrl_type_of(func: &Function, data: &InstructionData, results: &[Value]) -> Type {
     let dfg = &func.dfg;
-    let data = &dfg.insts[inst];
     let constraints = data.opcode().constraints();
     if !constraints.is_polymorphic() {
         ir::types::INVALID
@@ -1015,7 +1104,7 @@ pub(crate) fn ctrl_type(func: &Function, inst: Inst) -> Type {
         data.typevar_operand(&dfg.value_lists)
             .map_or(ir::types::INVALID, |v| dfg.value_type(v))
     } else {
-        dfg.inst_results(inst)
+        results
             .first()
             .map_or(ir::types::INVALID, |&v| dfg.value_type(v))
     }

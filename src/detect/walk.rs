@@ -11,26 +11,92 @@
 //! The walk is iterative (an explicit stack), so a chain of 200,000 blocks does not
 //! overflow the native stack.
 
+use std::cell::RefCell;
+
 use cranelift_codegen::ir::{Block, Function};
-use cranelift_entity::EntitySet;
+use cranelift_entity::EntityRef;
 
 /// Iterator over the reachable blocks of a function in canonical walk order.
 pub struct CfgWalk<'f> {
     func: &'f Function,
     stack: Vec<Block>,
-    visited: EntitySet<Block>,
+    /// One bit per block: visited.
+    visited: Vec<u64>,
+    /// The order of an earlier walk of the same function, replayed instead of walking.
+    replay: Option<std::slice::Iter<'f, Block>>,
+}
+
+thread_local! {
+    /// The buffers of finished walks on this thread, for the next walks: walks are many
+    /// and short (one per function hashed or encoded), and allocating is most of a short
+    /// walk's cost.
+    static SPARE: RefCell<Vec<(Vec<Block>, Vec<u64>)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl<'f> CfgWalk<'f> {
     /// Start a walk at the entry block of `func` (an empty walk for a function with no blocks).
     pub fn new(func: &'f Function) -> Self {
-        let mut stack = Vec::new();
+        let (mut stack, mut visited) = SPARE
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_default();
+        stack.clear();
         stack.extend(func.layout.entry_block());
+        visited.clear();
+        visited.resize(func.dfg.num_blocks().div_ceil(64), 0);
         Self {
             func,
             stack,
-            visited: EntitySet::with_capacity(func.dfg.num_blocks()),
+            visited,
+            replay: None,
         }
+    }
+
+    /// The walk of `func` whose blocks an earlier walk of it gave, in order (a caller that
+    /// walked the function once need not pay for the CFG twice).
+    pub(crate) fn replay(func: &'f Function, blocks: &'f [Block]) -> Self {
+        Self {
+            func,
+            stack: Vec::new(),
+            visited: Vec::new(),
+            replay: Some(blocks.iter()),
+        }
+    }
+
+    /// Mark `block` visited; `false` if it already was.
+    #[inline]
+    fn insert(&mut self, block: Block) -> bool {
+        let (word, bit) = (block.index() / 64, 1u64 << (block.index() % 64));
+        if word >= self.visited.len() {
+            self.visited.resize(word + 1, 0);
+        }
+        let fresh = self.visited[word] & bit == 0;
+        self.visited[word] |= bit;
+        fresh
+    }
+
+    #[inline]
+    fn contains(&self, block: Block) -> bool {
+        let (word, bit) = (block.index() / 64, 1u64 << (block.index() % 64));
+        self.visited.get(word).is_some_and(|w| w & bit != 0)
+    }
+}
+
+impl Drop for CfgWalk<'_> {
+    fn drop(&mut self) {
+        if self.replay.is_some() {
+            return;
+        }
+        let buffers = (
+            std::mem::take(&mut self.stack),
+            std::mem::take(&mut self.visited),
+        );
+        // `try_with`: a walk dropped while the thread exits just frees its buffers.
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < 8 && buffers.0.capacity() + buffers.1.capacity() <= 1 << 16 {
+                spare.push(buffers);
+            }
+        });
     }
 }
 
@@ -38,17 +104,21 @@ impl Iterator for CfgWalk<'_> {
     type Item = Block;
 
     fn next(&mut self) -> Option<Block> {
+        if let Some(replay) = &mut self.replay {
+            return replay.next().copied();
+        }
         while let Some(block) = self.stack.pop() {
-            if !self.visited.insert(block) {
+            if !self.insert(block) {
                 continue;
             }
             // Push in reverse so that the first successor is visited first.
             let start = self.stack.len();
-            self.stack.extend(
-                self.func
-                    .block_successors(block)
-                    .filter(|succ| !self.visited.contains(*succ)),
-            );
+            let func = self.func;
+            for succ in func.block_successors(block) {
+                if !self.contains(succ) {
+                    self.stack.push(succ);
+                }
+            }
             self.stack[start..].reverse();
             return Some(block);
         }

@@ -97,7 +97,7 @@ pub fn fold_compiled(
         by_code.entry(key).or_default().push(owner);
     }
     let groups: Vec<Vec<FuncIndex>> = by_code.into_values().filter(|g| g.len() > 1).collect();
-    refine_partition(groups, &callees, body_of)
+    refine_partition(groups, |f| &callees[f][..], body_of)
         .into_iter()
         .map(|bodies| {
             let mut members: Vec<FuncIndex> = bodies

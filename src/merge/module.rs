@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::{FuncRef, Function, GlobalValueData, InstructionData};
 pub use cranelift_module::Linkage;
 
+use crate::detect::hash::StableState;
 use crate::names::FuncName;
 
 /// A function's index in a [`Module`].
@@ -47,7 +48,7 @@ pub enum ModuleError {
 #[derive(Default)]
 pub struct Module {
     functions: cranelift_entity::PrimaryMap<FuncIndex, ModuleFunction>,
-    by_name: HashMap<FuncName, FuncIndex>,
+    by_name: HashMap<FuncName, FuncIndex, StableState>,
 }
 
 /// What one function does with the functions of the module.
