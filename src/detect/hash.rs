@@ -8,7 +8,8 @@
 //! that is what lets near-identical merging find its candidates.
 //!
 //! The mixing is a fixed multiply-rotate over 64-bit words followed by a finalizer: the
-//! same value on every run and every machine (no `RandomState`).
+//! same value on every run and every machine (no `RandomState`). The same mixing, as a
+//! [`Hasher`], keys the merger's hash maps.
 
 use std::hash::{BuildHasherDefault, Hasher};
 

@@ -9,7 +9,10 @@
 //! `try_call`: the catch targets in table order, then the normal return).
 //!
 //! The walk is iterative (an explicit stack), so a chain of 200,000 blocks does not
-//! overflow the native stack.
+//! overflow the native stack. Walks are many and short (one per function hashed or
+//! encoded), so a finished walk leaves its stack and visited set to the next one on its
+//! thread; and a caller that has just walked a function can replay that walk's order
+//! instead of walking again (the merger hashes, then encodes, each function).
 
 use std::cell::RefCell;
 

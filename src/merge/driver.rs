@@ -1,28 +1,38 @@
 //! Finding the groups of equal functions: the seeds' worklist and tree, then class
 //! refinement over the call graph for what the tree cannot see (recursive cycles).
 //!
-//! **One walk per function.** Every function gets the structural hash and its references
-//! (the module functions it calls, and those whose address it takes) from one walk over
-//! its instructions, all functions in parallel. Functions whose hash is unique are never
-//! compared.
+//! **Shapes.** The tree compares functions by their encoding ([`Encoder`]) with direct
+//! callees written by their current class, and classes change as functions fold. Instead
+//! of encoding functions again after every fold, each function is encoded once, into its
+//! *shape*: the encoding with every callee whose class matters (a redirectable callee, or
+//! a function whose address is its class's, below) written as one placeholder, those
+//! callees recorded in order. The encoder takes the same path through a function however
+//! callees are written, so the encoding by class is the shape with each placeholder
+//! replaced by that callee's class, at the same place. Two functions with one shape and,
+//! position by position, callees in the same classes therefore have equal encodings by
+//! class; and equal encodings by class mean the two encoders made the same choices all
+//! along (a token means the same kind of thing at the same place, the comparator's
+//! premise), so they wrote the same shape and the same classes. (shape, callees' classes)
+//! stands for the encoding, and a fold, which changes only classes, never makes a function
+//! be encoded again. Equal shapes are interned by exact comparison of the encodings (a
+//! hash only picks where to look) and numbered by the first function, in index order,
+//! that has them. A function whose shape no other function has is never equal to another,
+//! and goes no further.
 //!
-//! **One encoding per function.** Each function whose hash is shared is encoded once, in
-//! parallel, into its *shape*: the comparator's encoding with every redirectable callee
-//! (and every address that is its class's, below) replaced by a placeholder, the callees
-//! recorded in order. Equal shapes are interned into one small number (by exact comparison
-//! of the encodings, never by a hash alone). Encoding a function with its callees by class
-//! (what the tree needs, below) writes its shape with each placeholder replaced by the
-//! callee's class, at the same places; since the encoding can be read back unambiguously
-//! (no chunk is a prefix of another), two functions have equal encodings by class exactly
-//! when they have the same shape and, position by position, callees in the same classes.
-//! So (shape, callees' classes) stands for the encoding, and a fold, which changes only
-//! classes, never makes a function be encoded again. A function whose shape no other
-//! function has can never be equal to one, and goes no further.
+//! **One pass over the module.** Every function gets the structural hash and its
+//! references (the module functions it calls, and those whose address it takes) from one
+//! walk over its instructions; only functions whose hash another function shares can be
+//! equal to anything, so only those are encoded. The functions are walked in parallel,
+//! and each is encoded right after its walk, while it is still in the cache, as soon as
+//! another function is known to have its hash; small functions are encoded then even when
+//! their hash is new (most small functions turn out to share it), the encoding kept aside.
+//! The rest, the first function of a shared hash, are encoded when the pass is over. Which
+//! functions come first depends on the workers' timing, nothing else does.
 //!
 //! **Phase 1, the seeds' algorithm.** The functions that share their shape go through a
 //! worklist, strong (not preemptible) definitions before preemptible ones, into a table of
 //! unique functions keyed by (shape, callees' classes). (The seeds keep a tree because
-//! their comparator only orders functions; this key is exact, so a hash map finds the
+//! their comparator only orders functions; this key is exact, so a hash table finds the
 //! equal one.) A function equal to one already in the table is folded into it. Folding G
 //! into F changes every caller of G (its calls now go to F), so those callers are taken out
 //! of the table and put back on the worklist ("Deferred" in LLVM); the loop runs until the
@@ -32,9 +42,9 @@
 //! Direct calls are encoded by the callee's current class: a call into the caller's own
 //! class is "a call to itself" (the seeds' self-reference rule), a call into another class
 //! is that class. Calls to preemptible functions and to functions outside the module are
-//! encoded by name (part of the shape): they are never redirected, so they must match
-//! exactly. The address of a local function whose address nobody compares is encoded by
-//! class like a call: if that function folds, it is erased into its group's body.
+//! encoded by name (in the shape): they are never redirected, so they must match exactly.
+//! The address of a local function whose address nobody compares is encoded by class like
+//! a call: if that function folds, it is erased into its group's body.
 //!
 //! **Phase 2, cycles (beyond LLVM).** ping calls pong and pong calls ping; ping2 and pong2
 //! have the same shape. Neither pair is equal until the other is, so the table never folds
@@ -48,7 +58,8 @@
 //! the same argument as ICF.
 //!
 //! The result does not depend on the order of the input, nor on the number of threads:
-//! the parallel parts compute per-function facts that are gathered in index order.
+//! the parallel pass computes per-function facts (hash, references, shape) that are
+//! gathered in index order, and both phases then run on one thread.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -227,7 +238,9 @@ impl Walked {
             insts += 1;
             visit(data, calls, addresses)
         });
-        if reached < func.layout.blocks().count() {
+        // Every block of the layout reached, unless fewer blocks were reached than exist
+        // and than the layout holds.
+        if reached < func.dfg.num_blocks() && reached < func.layout.blocks().count() {
             calls.clear();
             addresses.clear();
             for block in func.layout.blocks() {
@@ -409,7 +422,7 @@ impl CallTargets for Placeholder<'_> {
 /// first function (in index order) that has it, whatever the order the workers reached
 /// them in.
 struct ShapeTable {
-    shards: Vec<Mutex<Shard>>,
+    shards: Vec<Padded<Mutex<Shard>>>,
 }
 
 #[derive(Default)]
@@ -437,14 +450,14 @@ impl ShapeTable {
 
     fn new() -> Self {
         Self {
-            shards: (0..Self::SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..Self::SHARDS).map(|_| Padded::default()).collect(),
         }
     }
 
     /// Record that `f` has the shape `tokens`, hashed to `hash`.
     fn intern(&self, hash: u64, tokens: &[Token], f: FuncIndex) -> ShapeAt {
         let shard_index = (hash >> 58) as usize % Self::SHARDS;
-        let mut shard = lock(&self.shards[shard_index]);
+        let mut shard = lock(&self.shards[shard_index].0);
         let shard = &mut *shard;
         let mut at = shard.by_hash.get(&hash).copied();
         while let Some(i) = at {
@@ -471,12 +484,19 @@ impl ShapeTable {
     /// have it.
     fn get(&mut self, (shard, i): ShapeAt) -> (FuncIndex, u32) {
         let shard = self.shards[shard as usize]
+            .0
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let shape = &shard.shapes[i as usize];
         (shape.first, shape.uses)
     }
 }
+
+/// A shard of a table, alone on its cache lines (two workers locking neighbouring shards
+/// would otherwise slow each other down).
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
 
 /// A lock that a panicking holder did not leave unusable (the panic is re-raised anyway).
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -487,7 +507,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// How many functions have each structural hash, counted by the workers as they go.
 struct HashCounts {
-    shards: Vec<Mutex<HashMap<u64, u32, StableState>>>,
+    shards: Vec<Padded<Mutex<HashMap<u64, u32, StableState>>>>,
 }
 
 impl HashCounts {
@@ -495,13 +515,13 @@ impl HashCounts {
 
     fn new() -> Self {
         Self {
-            shards: (0..Self::SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..Self::SHARDS).map(|_| Padded::default()).collect(),
         }
     }
 
     /// Count one more function with `hash`; `true` if it is not the first.
     fn add(&self, hash: u64) -> bool {
-        let mut shard = lock(&self.shards[(hash >> 58) as usize % Self::SHARDS]);
+        let mut shard = lock(&self.shards[(hash >> 58) as usize % Self::SHARDS].0);
         let count = shard.entry(hash).or_default();
         *count += 1;
         *count > 1
@@ -509,7 +529,7 @@ impl HashCounts {
 
     /// Whether more than one function has `hash` (one has).
     fn shared(&self, hash: u64) -> bool {
-        lock(&self.shards[(hash >> 58) as usize % Self::SHARDS])[&hash] > 1
+        lock(&self.shards[(hash >> 58) as usize % Self::SHARDS].0)[&hash] > 1
     }
 }
 
@@ -552,14 +572,18 @@ struct Buffers {
 /// few buffers of its own (a [`Chunk`]) rather than in a few allocations per function.
 const CHUNK: usize = 64;
 
-/// What the first pass learns of a run of consecutive functions.
-#[derive(Default)]
-struct Chunk {
-    /// Per function: its walk, and what became of its shape.
+/// What the first pass learns of the walks of a run of consecutive functions.
+struct ChunkWalks {
+    /// Per function, its walk.
     walked: Vec<Walked>,
-    shapes: Vec<FirstPass>,
     /// The functions' references ([`Walked::refs`]).
     refs: Vec<u32>,
+}
+
+/// What the first pass learns of the shapes of a run of consecutive functions.
+struct ChunkShapes {
+    /// Per function, what became of its shape.
+    shapes: Vec<FirstPass>,
     /// The placeholders' callees of the encoded functions.
     callees: Vec<FuncIndex>,
     /// The encodings kept but not interned.
@@ -581,7 +605,7 @@ enum FirstPass {
 
 /// Functions of at most this many (reachable) instructions are encoded in the first pass
 /// even when their hash is new.
-const ENCODE_EARLY: usize = 32;
+const ENCODE_EARLY: usize = 16;
 
 /// Append `items` to `to`; where they are.
 fn append<T: Copy>(to: &mut Vec<T>, items: &[T]) -> Range<u32> {
@@ -657,15 +681,24 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
     // else does (shapes are compared exactly, and numbered by their first function).
     let hashes = HashCounts::new();
     let mut table = ShapeTable::new();
-    let mut chunks: Vec<Chunk> = indices
+    let (walks, mut chunks): (Vec<ChunkWalks>, Vec<ChunkShapes>) = indices
         .par_chunks(CHUNK)
         .map_init(Buffers::default, |buffers, functions| {
-            let mut chunk = Chunk::default();
+            let n = functions.len();
+            let mut walks = ChunkWalks {
+                walked: Vec::with_capacity(n),
+                refs: Vec::with_capacity(n * 8),
+            };
+            let mut chunk = ChunkShapes {
+                shapes: Vec::with_capacity(n),
+                callees: Vec::with_capacity(n * 2),
+                tokens: Vec::new(),
+            };
             for &f in functions {
-                let walked = Walked::new(module, f, &mut buffers.walk, &mut chunk.refs);
+                let walked = Walked::new(module, f, &mut buffers.walk, &mut walks.refs);
                 let shared = hashes.add(walked.hash);
                 let shape = if shared || walked.insts as usize <= ENCODE_EARLY {
-                    let refs = walked.refs(&chunk.refs);
+                    let refs = walked.refs(&walks.refs);
                     let hash =
                         encode_shape(module, target, &facts, f, &walked, refs, true, buffers);
                     let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
@@ -682,59 +715,65 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
                 } else {
                     FirstPass::No
                 };
-                chunk.walked.push(walked);
+                walks.walked.push(walked);
                 chunk.shapes.push(shape);
             }
-            chunk
+            (walks, chunk)
         })
-        .collect();
-    // The first function of each shared hash: interned now (encoded now if it was not).
-    chunks
-        .par_iter_mut()
-        .enumerate()
-        .for_each_init(Buffers::default, |buffers, (c, chunk)| {
-            let Chunk {
-                walked,
-                shapes,
-                refs,
-                callees,
-                tokens,
-            } = chunk;
-            for (i, (walked, shape)) in walked.iter().zip(shapes).enumerate() {
-                let f = FuncIndex::new(c * CHUNK + i);
-                *shape = match std::mem::replace(shape, FirstPass::No) {
-                    FirstPass::Interned(at, list) => FirstPass::Interned(at, list),
-                    _ if !hashes.shared(walked.hash) => FirstPass::No,
-                    FirstPass::Kept(encoding, hash, list) => {
-                        let encoding = &tokens[encoding.start as usize..encoding.end as usize];
-                        FirstPass::Interned(table.intern(hash, encoding, f), list)
+        .unzip();
+    // Two jobs at once: the first function of each shared hash, interned now (encoded now
+    // if it was not); and the call graph.
+    let ((), (callers, address_used)) = rayon::join(
+        || {
+            chunks.par_iter_mut().zip(&walks).enumerate().for_each_init(
+                Buffers::default,
+                |buffers, (c, (chunk, walks))| {
+                    let ChunkShapes {
+                        shapes,
+                        callees,
+                        tokens,
+                    } = chunk;
+                    for (i, (walked, shape)) in walks.walked.iter().zip(shapes).enumerate() {
+                        let f = FuncIndex::new(c * CHUNK + i);
+                        *shape = match std::mem::replace(shape, FirstPass::No) {
+                            FirstPass::Interned(at, list) => FirstPass::Interned(at, list),
+                            _ if !hashes.shared(walked.hash) => FirstPass::No,
+                            FirstPass::Kept(encoding, hash, list) => {
+                                let encoding =
+                                    &tokens[encoding.start as usize..encoding.end as usize];
+                                FirstPass::Interned(table.intern(hash, encoding, f), list)
+                            }
+                            FirstPass::No => {
+                                let refs = walked.refs(&walks.refs);
+                                let hash = encode_shape(
+                                    module, target, &facts, f, walked, refs, false, buffers,
+                                );
+                                let list = append(callees, buffers.recorded.get_mut());
+                                FirstPass::Interned(table.intern(hash, &buffers.tokens, f), list)
+                            }
+                        };
                     }
-                    FirstPass::No => {
-                        let refs = walked.refs(refs);
-                        let hash =
-                            encode_shape(module, target, &facts, f, walked, refs, false, buffers);
-                        let list = append(callees, buffers.recorded.get_mut());
-                        FirstPass::Interned(table.intern(hash, &buffers.tokens, f), list)
-                    }
-                };
+                },
+            )
+        },
+        || {
+            let all_refs = || {
+                walks
+                    .iter()
+                    .flat_map(|w| w.walked.iter().map(|walked| walked.refs(&w.refs)))
+            };
+            let callers = Callers::new(module, &facts, all_refs());
+            let mut address_used: SecondaryMap<FuncIndex, bool> = sized(module.len());
+            for refs in all_refs() {
+                for target in refs.addresses() {
+                    address_used[target] = true;
+                }
             }
-        });
-
-    let all = || {
-        chunks.iter().flat_map(|chunk| {
-            chunk
-                .walked
-                .iter()
-                .zip(&chunk.shapes)
-                .map(move |w| (chunk, w))
-        })
-    };
-    let callers = Callers::new(
-        module,
-        &facts,
-        all().map(|(chunk, (w, _))| w.refs(&chunk.refs)),
+            (callers, address_used)
+        },
     );
-    let mut address_used: SecondaryMap<FuncIndex, bool> = sized(module.len());
+    drop(walks);
+
     let mut shapes = Shapes {
         shape: sized(module.len()),
         callees: Lists {
@@ -745,10 +784,10 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
         count: module.len(),
     };
     shapes.callees.start.push(0);
-    for (f, (chunk, (walked, shape))) in indices.iter().copied().zip(all()) {
-        for target in walked.refs(&chunk.refs).addresses() {
-            address_used[target] = true;
-        }
+    let all = chunks
+        .iter()
+        .flat_map(|chunk| chunk.shapes.iter().map(move |shape| (chunk, shape)));
+    for (f, (chunk, shape)) in indices.iter().copied().zip(all) {
         if let FirstPass::Interned(at, callees) = shape {
             let (first, uses) = table.get(*at);
             shapes.shape[f] = first.as_u32();
