@@ -133,12 +133,17 @@ pub trait CallTargets {
     /// left out of the encoding, with a placeholder in its place, so that functions that
     /// differ only there encode the same (merge-similar). Nothing is a hole by default.
     ///
-    /// A policy that makes one constant a hole must make every constant a hole: a constant
-    /// that is not a hole is encoded by its value alone, which must never meet a
-    /// placeholder at the same place. (Callee holes carry a tag of their own.)
+    /// Only a policy with [`CallTargets::MAKES_HOLES`] may answer `true`.
     fn is_hole(&self, _func: &Function, _inst: Inst, _site: HoleSite) -> bool {
         false
     }
+
+    /// Whether this policy declares holes. Its encodings then tag every immediate as a
+    /// hole or a value before the value itself, so that no constant, whatever its bits,
+    /// can meet a placeholder at the same place, whichever constants the policy makes
+    /// holes. (Callee holes carry a tag of their own; offsets are 32 bits sign-extended,
+    /// which the placeholder is not.) Encodings of other policies are unchanged.
+    const MAKES_HOLES: bool = false;
 }
 
 /// A place the encoder offers to a [`CallTargets`] policy as a possible hole.
@@ -175,6 +180,8 @@ const TAG_END: Token = 0xC1F0_0000_0000_0004;
 const TAG_INST: Token = 0xC1F0_0000_0001_0000; // | opcode
 /// A hole's placeholder: stands where the constant or the callee's identity would be.
 const HOLE: Token = 0xC1F0_0000_0000_0005;
+/// Before an immediate that is not a hole, under a policy that makes holes.
+const NOT_HOLE: Token = 0xC1F0_0000_0000_0006;
 /// An entity the function names but does not declare (the reader allows a few).
 const UNDECLARED: Token = Token::MAX;
 
@@ -1085,6 +1092,9 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 if hole {
                     self.push(sink, HOLE, "immediate (hole)");
                 } else {
+                    if C::MAKES_HOLES {
+                        self.push(sink, NOT_HOLE, "immediate");
+                    }
                     self.push(sink, imm.bits() as Token, "immediate");
                 }
             }

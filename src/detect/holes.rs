@@ -11,6 +11,11 @@
 //! with equal hole encodings do the same thing once each hole holds its value, so one body
 //! with a parameter per differing hole can stand for both (`merge::similar`).
 //!
+//! A function's references to itself that are not holes (`try_call`, `try_call_indirect`
+//! through its own address, `patchable` calls, `func_addr`, `symbol`) are encoded by its
+//! name, not as the comparator's self-reference: in a shared body no member is "self", so
+//! two functions that reach themselves that way never share one.
+//!
 //! Not holes, and so compared exactly: `try_call` targets (an exception edge cannot be
 //! rewritten into an indirect call here), `patchable` calls, libcalls and well-known
 //! symbols, `func_addr`/`symbol` addresses, floating-point and vector constants, stack
@@ -110,17 +115,21 @@ struct HolePolicy<'a, C: CallTargets> {
 }
 
 impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
+    /// A reference to oneself that is not a hole names the function: the shared body is
+    /// none of its members, so "itself" would mean the first member in every member's copy.
     fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
-        self.base.call_target(func, callee)
+        by_name_for_self(self.base.call_target(func, callee))
     }
 
     fn address_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
-        self.base.address_target(func, callee)
+        by_name_for_self(self.base.address_target(func, callee))
     }
 
     fn symbol_target(&self, func: &Function, gv: cranelift_codegen::ir::GlobalValue) -> CallTarget {
-        self.base.symbol_target(func, gv)
+        by_name_for_self(self.base.symbol_target(func, gv))
     }
+
+    const MAKES_HOLES: bool = true;
 
     fn is_hole(&self, func: &Function, inst: Inst, site: HoleSite) -> bool {
         let hole = match site {
@@ -136,6 +145,16 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
             self.recorded.borrow_mut().push((inst, site));
         }
         hole
+    }
+}
+
+/// A reference to oneself that is not a hole names the function: the shared body is none
+/// of its members, so "itself" would mean the first member in every member's copy.
+fn by_name_for_self(target: CallTarget) -> CallTarget {
+    match target {
+        CallTarget::SelfCall => CallTarget::Name,
+        CallTarget::Class(class) => CallTarget::Class(class),
+        CallTarget::Name => CallTarget::Name,
     }
 }
 

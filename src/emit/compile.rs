@@ -83,6 +83,31 @@ pub struct CompiledBody {
     /// Relocations: `User { namespace, index }` names a symbol of the [`SymbolTable`];
     /// `FunctionOffset` is an offset inside this body.
     pub relocs: Vec<ModuleReloc>,
+    /// For each relocation, whether its instruction is a direct call or jump
+    /// ([`super::reloc::is_call`]): only those may be sent to another body; any other
+    /// relocation takes an address, which must stay the name's own.
+    pub reloc_is_call: Vec<bool>,
+}
+
+impl CompiledBody {
+    fn new(isa: &dyn TargetIsa, bytes: Vec<u8>, alignment: u64, relocs: Vec<ModuleReloc>) -> Self {
+        let arch = isa.triple().architecture;
+        let reloc_is_call = relocs
+            .iter()
+            .map(|r| super::reloc::is_call(arch, r.kind, &bytes, r.offset))
+            .collect();
+        Self {
+            bytes,
+            alignment,
+            relocs,
+            reloc_is_call,
+        }
+    }
+
+    /// Each relocation with whether it is a call.
+    pub fn relocs_with_calls(&self) -> impl Iterator<Item = (&ModuleReloc, bool)> {
+        self.relocs.iter().zip(self.reloc_is_call.iter().copied())
+    }
 }
 
 /// Compiled bodies and the names they refer to.
@@ -231,24 +256,22 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
                 addend,
             });
         }
-        return Ok(CompiledBody {
-            bytes: thunk.bytes,
-            alignment: 1,
-            relocs,
-        });
+        return Ok(CompiledBody::new(isa, thunk.bytes, 1, relocs));
     }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
     // `FunctionOffset` relocations name this placeholder id; definition replaces it.
     let placeholder = FuncId::from_u32(u32::MAX);
-    Ok(CompiledBody {
-        bytes: code.buffer.data().to_vec(),
-        alignment: u64::from(code.buffer.alignment),
-        relocs: code
-            .buffer
-            .relocs()
-            .iter()
-            .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
-            .collect(),
-    })
+    let relocs = code
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
+        .collect();
+    Ok(CompiledBody::new(
+        isa,
+        code.buffer.data().to_vec(),
+        u64::from(code.buffer.alignment),
+        relocs,
+    ))
 }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use cranelift_codegen::ir;
+use cranelift_codegen::isa::CallConv;
 use cranelift_module::{
     DataId, FuncId, Linkage as ModuleLinkage, Module as CraneliftModule, ModuleReloc,
     ModuleRelocTarget,
@@ -19,7 +20,6 @@ use cranelift_module::{
 use super::compile::{Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
 use super::thunk::{clif_thunk, jump_thunk};
 use super::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::code_fold::is_call_reloc;
 use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
@@ -155,14 +155,13 @@ pub fn define_all<M: CraneliftModule>(
         }
     };
     let rename = |body: &CompiledBody, own: FuncId| -> Result<Vec<ModuleReloc>, EmitError> {
-        body.relocs
-            .iter()
-            .map(|r| {
+        body.relocs_with_calls()
+            .map(|(r, is_call)| {
                 let name = match r.name.clone() {
                     ModuleRelocTarget::User { namespace, index }
                         if namespace == FUNCTION_NAMESPACE =>
                     {
-                        let id = resolve(index, is_call_reloc(r.kind)).ok_or_else(|| {
+                        let id = resolve(index, is_call).ok_or_else(|| {
                             EmitError::Object(format!(
                                 "no symbol for {}",
                                 compiled.symbols.function_name(index)
@@ -213,10 +212,17 @@ pub fn define_all<M: CraneliftModule>(
                 let kept = group.expect("a thunk has a group").kept;
                 let body = body_id[&kept];
                 let code = &compiled.bodies[&kept];
+                // A CLIF thunk calls and returns unless it can tail-call.
+                let thunk_adds_frame =
+                    !(tail_calls && module.get(f).func.signature.call_conv == CallConv::Tail);
                 let job = match jump_thunk(arch, body).filter(|_| !options.clif_thunks) {
                     // The body is no larger than a jump: a copy costs nothing more.
                     Some(_) if code.bytes.len() as u64 <= jump_size => Job::Copy(code),
                     Some(jump) => Job::Jump(jump),
+                    // A body that reads its frame must not see a thunk's: a copy of it.
+                    None if thunk_adds_frame && module.get(kept).observes_its_frame() => {
+                        Job::Copy(code)
+                    }
                     None => Job::Clif(body),
                 };
                 jobs.push((f, own_id[&f], job));

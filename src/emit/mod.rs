@@ -5,6 +5,7 @@
 //! - [`object`]: an object file (aliases pointed after `finish()`);
 //! - [`jit`]: a `JITModule`, every name callable;
 //! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
+//! - [`reloc`]: which relocations are calls, per ISA;
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF).
 
 pub mod clif;
@@ -12,6 +13,7 @@ pub mod compile;
 pub mod define;
 pub mod jit;
 pub mod object;
+pub mod reloc;
 pub mod thunk;
 
 pub use object::{build_isa, emit_object, text_bytes, EmitError, EmitOptions, EmitSummary};

@@ -13,13 +13,13 @@
 //! Bodies are grouped by (alignment, bytes, relocations), where a relocation that *calls* a
 //! module function that may be redirected names only a placeholder; the groups are then
 //! refined over the call graph exactly as the cycle phase does ([`refine_partition`]),
-//! comparing the bodies that those calls reach. Relocations that take an address (anything
-//! but a call relocation) name their symbol exactly: an address is observable. Calls to
+//! comparing the bodies that those calls reach. Relocations that take an address (any whose
+//! instruction is not a call or jump, whatever its kind: see [`crate::emit::reloc`]) name
+//! their symbol exactly: an address is observable. Calls to
 //! preemptible functions and imports name their symbol too.
 
 use std::collections::BTreeMap;
 
-use cranelift_codegen::binemit::Reloc;
 use cranelift_entity::SecondaryMap;
 use cranelift_module::ModuleRelocTarget;
 
@@ -27,14 +27,6 @@ use super::driver::refine_partition;
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::{FoundBy, MergePlan};
 use crate::emit::compile::{Compiled, FUNCTION_NAMESPACE};
-
-/// Whether a relocation of this kind is a direct call (its target is only jumped to).
-pub fn is_call_reloc(kind: Reloc) -> bool {
-    matches!(
-        kind,
-        Reloc::X86CallPCRel4 | Reloc::X86CallPLTRel4 | Reloc::Arm64Call
-    )
-}
 
 /// Groups of functions (each a whole IR group, listed by all its members) whose bodies
 /// compile to the same code. Only groups that join more than one body are returned.
@@ -60,16 +52,16 @@ pub fn fold_compiled(
         key.extend(body.alignment.to_le_bytes());
         key.extend((body.bytes.len() as u64).to_le_bytes());
         key.extend(&body.bytes);
-        for r in &body.relocs {
+        for (r, is_call) in body.relocs_with_calls() {
             key.extend(r.offset.to_le_bytes());
             key.extend(r.addend.to_le_bytes());
             key.extend(format!("{:?}|", r.kind).as_bytes());
             let callee = match r.name.clone() {
                 ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
                     let name = compiled.symbols.function_name(index);
-                    module.lookup(name).filter(|&g| {
-                        is_call_reloc(r.kind) && module.get(g).linkage != Linkage::Preemptible
-                    })
+                    module
+                        .lookup(name)
+                        .filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible)
                 }
                 _ => None,
             };

@@ -33,6 +33,24 @@ pub struct ModuleFunction {
     pub unnamed_addr: bool,
 }
 
+impl ModuleFunction {
+    /// Whether the function reads where it runs: its return address, frame pointer or
+    /// stack pointer (`get_return_address`, `get_frame_pointer`, `get_stack_pointer`).
+    /// Such a body must run in its caller's frame exactly as it would unmerged, so it is
+    /// never put behind a thunk that adds a frame of its own (a call and a return).
+    pub fn observes_its_frame(&self) -> bool {
+        use cranelift_codegen::ir::Opcode;
+        self.func.layout.blocks().any(|block| {
+            self.func.layout.block_insts(block).any(|inst| {
+                matches!(
+                    self.func.dfg.insts[inst].opcode(),
+                    Opcode::GetReturnAddress | Opcode::GetFramePointer | Opcode::GetStackPointer
+                )
+            })
+        })
+    }
+}
+
 /// Why a module could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ModuleError {

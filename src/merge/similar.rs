@@ -20,7 +20,11 @@
 //!    becomes a thunk with its own name, signature and linkage that passes its values
 //!    (`iconst`, `func_addr`) and tail-calls the body (`return_call` for the `tail`
 //!    convention where Cranelift allows it, otherwise a call and a return).
-//! 4. **Cost.** Body, thunks and the originals are compiled for the target, and a group is
+//! 4. **Frames.** A member that reads its return address, frame pointer or stack pointer
+//!    is merged only when every thunk of its group is a frameless jump (x86_64's register
+//!    thunks): a thunk that calls the body and returns would stand between the body and
+//!    its caller, and the body would see the thunk's frame.
+//! 5. **Cost.** Body, thunks and the originals are compiled for the target, and a group is
 //!    merged only when the body and the thunks take fewer `.text` bytes than the originals.
 //!
 //! Recursion and cycles need no special case: a call to a member, itself included, is a
@@ -54,7 +58,7 @@ use crate::detect::encode::Token;
 use crate::detect::function_hash;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::emit::compile::text_size;
-use crate::emit::thunk::{external_name, user_func_name};
+use crate::emit::thunk::{external_name, register_thunk, user_func_name};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
@@ -221,6 +225,18 @@ pub fn merge_similar(
         .into_par_iter()
         .map(|c| {
             let built = build(&module, target, config, tail_calls, &holes, &c)?;
+            // A body that reads its frame runs behind frameless thunks only (a jump after
+            // loading registers): a thunk that calls would be the body's caller.
+            let reads_frame = c
+                .members
+                .iter()
+                .any(|&m| module.get(m).observes_its_frame());
+            let frameless = |t: &Function| {
+                register_thunk(t, target.triple().architecture, isa.flags().is_pic()).is_some()
+            };
+            if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
+                return None;
+            }
             if !similar.cost_model {
                 return Some((c, built));
             }

@@ -1,0 +1,209 @@
+//! Differential execution of compiled code (issue #11): generated modules of function
+//! families ([`differential_exec::gen`]) run unmerged and merged in every configuration a user
+//! can pick — object with PIC in a shared library and without PIC in a non-PIE executable,
+//! for x86_64 and aarch64 (under qemu), and cranelift-jit through the plugin — with
+//! `--merge-functions disabled|trampolines|aliases`, each with and without
+//! `--merge-similar`. Every entry must return the same results on the same inputs, write
+//! the same memory, see the same return address and frame, and return addresses of the
+//! same functions.
+//!
+//! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
+//! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored
+//! --nocapture`, runs programs until that many pairs of family members have been built and
+//! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran. A failing
+//! program is written under `target/tmp/differential-failures/` with the configuration
+//! and the differences.
+
+mod differential_exec;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use differential_exec::gen::{self, Shape};
+use differential_exec::{compare, keep_failure, run, Arch, Config, Mode, Output};
+
+/// Every configuration for `arch` that this machine can run, references first.
+fn configurations(arch: Arch) -> Vec<Config> {
+    let mut outputs = vec![Output::SharedLibrary, Output::Executable];
+    let host_x86 = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+    let host_arm = cfg!(all(target_arch = "aarch64", target_os = "linux"));
+    if (arch == Arch::X86_64 && host_x86) || (arch == Arch::Aarch64 && host_arm) {
+        outputs.push(Output::Jit);
+    }
+    let mut out = Vec::new();
+    for output in outputs {
+        for mode in Mode::ALL {
+            for similar in [false, true] {
+                out.push(Config {
+                    arch,
+                    output,
+                    mode,
+                    similar,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The architectures this machine can run, each missing one with a one-line notice.
+fn architectures() -> Vec<Arch> {
+    [Arch::X86_64, Arch::Aarch64]
+        .into_iter()
+        .filter(|&arch| match arch.available() {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("differential: skipping {}: {why}", arch.triple());
+                false
+            }
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    programs: AtomicUsize,
+    functions: AtomicUsize,
+    pairs: AtomicUsize,
+    builds: AtomicUsize,
+    calls: AtomicUsize,
+    failures: Mutex<Vec<String>>,
+}
+
+/// Build and run program `seed` in every configuration of `archs`; record what failed.
+fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
+    let program = gen::program(seed, shape);
+    let scratch = tempfile::tempdir().unwrap();
+    for &arch in archs {
+        let configs = configurations(arch);
+        let mut reference = std::collections::HashMap::new();
+        for (i, &config) in configs.iter().enumerate() {
+            let dir = scratch.path().join(format!("{i}"));
+            let outcome = run(&program, config, &dir);
+            tally.builds.fetch_add(1, Ordering::Relaxed);
+            let problems = match (outcome, config.is_reference()) {
+                (Ok(results), true) => {
+                    tally.calls.fetch_add(results.len(), Ordering::Relaxed);
+                    reference.insert(config.output as u8, results);
+                    continue;
+                }
+                (Ok(results), false) => {
+                    tally.calls.fetch_add(results.len(), Ordering::Relaxed);
+                    let want = &reference[&(config.reference().output as u8)];
+                    if results.len() != want.len() {
+                        vec![format!(
+                            "{} results, expected {}",
+                            results.len(),
+                            want.len()
+                        )]
+                    } else {
+                        compare(&program, config, want, &results)
+                    }
+                }
+                (Err(e), _) => vec![e],
+            };
+            if !problems.is_empty() {
+                let kept = keep_failure(&program, seed, config, &problems);
+                let mut message = format!(
+                    "seed {seed}, {config:?}: {} differences (program in {})",
+                    problems.len(),
+                    kept.display()
+                );
+                for p in problems.iter().take(5) {
+                    message.push_str("\n    ");
+                    message.push_str(p);
+                }
+                tally.failures.lock().unwrap().push(message);
+            }
+        }
+    }
+    tally.programs.fetch_add(1, Ordering::Relaxed);
+    tally
+        .functions
+        .fetch_add(program.functions, Ordering::Relaxed);
+    tally
+        .pairs
+        .fetch_add(program.family_pairs, Ordering::Relaxed);
+}
+
+fn report(tally: &Tally) -> String {
+    format!(
+        "{} programs, {} functions, {} family pairs, {} builds, {} calls compared",
+        tally.programs.load(Ordering::Relaxed),
+        tally.functions.load(Ordering::Relaxed),
+        tally.pairs.load(Ordering::Relaxed),
+        tally.builds.load(Ordering::Relaxed),
+        tally.calls.load(Ordering::Relaxed),
+    )
+}
+
+const SHAPE: Shape = Shape {
+    helper_families: 8,
+    entry_families: 14,
+    family_size: 8,
+    inputs_per_entry: 4,
+    frame_readers: true,
+};
+
+#[test]
+fn merged_builds_behave_as_unmerged_in_every_configuration() {
+    let archs = architectures();
+    let tally = Tally::default();
+    for seed in 1..=3 {
+        check_seed(seed, SHAPE, &archs, &tally);
+    }
+    eprintln!("differential: {}", report(&tally));
+    let failures = tally.failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+#[ignore = "long mode: CLIF_MERGE_DIFF_PAIRS=1000000 ... -- --ignored --nocapture"]
+fn long_mode() {
+    let target: usize = std::env::var("CLIF_MERGE_DIFF_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let first: u64 = std::env::var("CLIF_MERGE_DIFF_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let shape = Shape {
+        helper_families: 12,
+        entry_families: 40,
+        family_size: 24,
+        inputs_per_entry: 6,
+        frame_readers: true,
+    };
+    let archs = architectures();
+    let tally = Tally::default();
+    let next = AtomicUsize::new(0);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while tally.pairs.load(Ordering::Relaxed) < target {
+                    let seed = first + next.fetch_add(1, Ordering::Relaxed) as u64;
+                    check_seed(seed, shape, &archs, &tally);
+                    if tally.programs.load(Ordering::Relaxed) % 10 == 0 {
+                        eprintln!(
+                            "differential: {} ({:.0} s)",
+                            report(&tally),
+                            start.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+            });
+        }
+    });
+    let configs: usize = archs.iter().map(|&a| configurations(a).len()).sum();
+    eprintln!(
+        "differential long mode: {}; {configs} configurations per program over {:?}; {} failures; {:.0} s",
+        report(&tally),
+        archs,
+        tally.failures.lock().unwrap().len(),
+        start.elapsed().as_secs_f64()
+    );
+    let failures = tally.failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,1174 @@
+//! Random modules of CLIF made of *families*: functions generated from one template, as
+//! exact copies, copies with other value numbers or another block layout, and copies that
+//! differ in exactly one constant, memory offset, callee, opcode, condition code, memory
+//! flag or branch order. The pass must fold the first kinds and keep the last apart (or
+//! share a body with parameters, under merge-similar), and every one must still compute
+//! what it computed.
+//!
+//! Every generated function is free of traps and undefined behaviour on every input:
+//! divisors are forced odd, recursion depth is masked, memory is the 256-byte buffer the
+//! harness passes (offsets 0..=232; 240 and 248 hold the frame observations) or a stack
+//! slot written before it is read, and float-to-int conversions saturate.
+//!
+//! *Entries*, called by the harness, all have the signature `(i64 a, i64 b, i64 mem) -> i64`
+//! (`system_v`). *Helpers* have other signatures (narrow integers, floats, the `tail`
+//! convention), call lower helpers, and recurse: through `call`, `try_call`, `return_call`
+//! or each other. Entries of some families take addresses (`func_addr` of another entry or
+//! of themselves), compare them with their arguments, or return them; others read their
+//! return address, frame pointer and stack pointer.
+
+use std::fmt::Write as _;
+
+/// A small, fast, deterministic generator (SplitMix64).
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// What the harness must know about an entry.
+pub mod flags {
+    /// The result depends on whether two function addresses are equal.
+    pub const ADDRESS_SENSITIVE: u32 = 1;
+    /// The result is a function address: the harness prints the symbols it equals.
+    pub const ADDRESS_RESULT: u32 = 2;
+    /// Stores its return address at `mem + 248`.
+    pub const READS_RETURN_ADDRESS: u32 = 4;
+    /// Stores its frame pointer at `mem + 240`.
+    pub const READS_FRAME_POINTER: u32 = 8;
+}
+
+/// One argument of a call from the harness.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    Int(i64),
+    /// The address of entry `i`.
+    Address(usize),
+}
+
+/// An entry function and what the harness must know about it.
+pub struct Entry {
+    pub name: String,
+    pub flags: u32,
+}
+
+/// A generated module.
+pub struct Program {
+    pub clif: String,
+    pub entries: Vec<Entry>,
+    /// (entry index, a, b)
+    pub inputs: Vec<(usize, Arg, Arg)>,
+    pub functions: usize,
+    /// Pairs of functions of one family (what the pass had to tell equal or apart).
+    pub family_pairs: usize,
+    /// Globs and linkages, as the command line takes them.
+    pub linkages: Vec<(&'static str, &'static str)>,
+}
+
+/// Helper signatures: parameter types, return type, calling convention.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HelperSig {
+    I64,
+    I32,
+    F64,
+    Narrow,
+    Tail,
+}
+
+impl HelperSig {
+    const ALL: [HelperSig; 5] = [
+        HelperSig::I64,
+        HelperSig::I32,
+        HelperSig::F64,
+        HelperSig::Narrow,
+        HelperSig::Tail,
+    ];
+    fn params(self) -> [&'static str; 2] {
+        match self {
+            HelperSig::I64 | HelperSig::Tail => ["i64", "i64"],
+            HelperSig::I32 => ["i32", "i32"],
+            HelperSig::F64 => ["f64", "i64"],
+            HelperSig::Narrow => ["i16", "i8"],
+        }
+    }
+    fn ret(self) -> &'static str {
+        match self {
+            HelperSig::I64 | HelperSig::Tail => "i64",
+            HelperSig::I32 => "i32",
+            HelperSig::F64 => "f64",
+            HelperSig::Narrow => "i16",
+        }
+    }
+    fn conv(self) -> &'static str {
+        match self {
+            HelperSig::Tail => "tail",
+            _ => "system_v",
+        }
+    }
+    fn text(self) -> String {
+        let [a, b] = self.params();
+        format!("({a}, {b}) -> {} {}", self.ret(), self.conv())
+    }
+}
+
+const ENTRY_SIG: &str = "(i64, i64, i64) -> i64 system_v";
+
+/// How a recursive helper calls itself.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Recursion {
+    None,
+    Call,
+    TryCall,
+    ReturnCall,
+    /// Calls its partner (the next member's counterpart), which calls it back.
+    PingPong,
+}
+
+/// What kind of entry a family holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum EntryKind {
+    Plain,
+    /// Compares `a` with the address of another entry.
+    AddressCompare,
+    /// Compares `a` with its own address ("is this pointer me?").
+    SelfAddress,
+    /// Returns the address of one of two entries.
+    AddressReturn,
+    /// Stores its return address and frame pointer, compares its stack pointer.
+    FrameReader,
+}
+
+/// The one place where a variant differs from its family's template.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Site {
+    Const,
+    Offset,
+    Callee,
+    Opcode,
+    Cond,
+    Flags,
+    Branch,
+}
+
+const SITES: [Site; 7] = [
+    Site::Const,
+    Site::Offset,
+    Site::Callee,
+    Site::Opcode,
+    Site::Cond,
+    Site::Flags,
+    Site::Branch,
+];
+
+/// How one member of a family is written.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    /// Value numbers: `n * stride + shift`.
+    stride: u32,
+    shift: u32,
+    /// Non-entry blocks written in reverse order.
+    reverse_layout: bool,
+    /// The site that differs (kind, its ordinal among sites of that kind).
+    mutation: Option<(Site, usize)>,
+}
+
+impl Variant {
+    const SAME: Variant = Variant {
+        stride: 1,
+        shift: 0,
+        reverse_layout: false,
+        mutation: None,
+    };
+}
+
+const BINOPS: [&str; 6] = ["iadd", "isub", "imul", "bxor", "band", "bor"];
+const CONDS: [&str; 10] = [
+    "eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge",
+];
+const MEMFLAGS: [&str; 4] = ["", " notrap", " aligned", " notrap aligned"];
+const FLOPS: [&str; 3] = ["fadd", "fsub", "fmul"];
+
+/// Writes one function of a family.
+struct Writer<'a> {
+    rng: Rng,
+    variant: Variant,
+    counts: [usize; 7],
+    next_value: u32,
+    next_block: u32,
+    blocks: Vec<(u32, String)>,
+    decls: Vec<String>,
+    callees: Vec<String>,
+    sigs: Vec<String>,
+    name: String,
+    helpers: &'a [HelperFamily],
+    /// The level of helpers this function may call (those below it).
+    level: usize,
+}
+
+/// A helper family already generated: its members' names, signature and level.
+struct HelperFamily {
+    names: Vec<String>,
+    sig: HelperSig,
+    level: usize,
+}
+
+impl<'a> Writer<'a> {
+    fn new(
+        seed: u64,
+        variant: Variant,
+        name: &str,
+        helpers: &'a [HelperFamily],
+        level: usize,
+    ) -> Self {
+        Writer {
+            rng: Rng::new(seed),
+            variant,
+            counts: [0; 7],
+            next_value: 0,
+            next_block: 0,
+            blocks: Vec::new(),
+            decls: Vec::new(),
+            callees: Vec::new(),
+            sigs: Vec::new(),
+            name: name.to_string(),
+            helpers,
+            level,
+        }
+    }
+
+    /// Whether this site is the variant's mutation.
+    fn site(&mut self, site: Site) -> bool {
+        let i = SITES.iter().position(|&s| s == site).unwrap();
+        let n = self.counts[i];
+        self.counts[i] += 1;
+        self.variant.mutation == Some((site, n))
+    }
+
+    fn value(&mut self) -> u32 {
+        let v = self.next_value;
+        self.next_value += 1;
+        v
+    }
+
+    fn v(&self, n: u32) -> String {
+        format!("v{}", n * self.variant.stride + self.variant.shift)
+    }
+
+    fn block(&mut self) -> u32 {
+        let b = self.next_block;
+        self.next_block += 1;
+        b
+    }
+
+    fn line(&mut self, text: &str) {
+        let block = self.blocks.last_mut().unwrap();
+        block.1.push_str("    ");
+        block.1.push_str(text);
+        block.1.push('\n');
+    }
+
+    fn start_block(&mut self, b: u32, params: &[(u32, &str)]) {
+        let params: Vec<String> = params
+            .iter()
+            .map(|(v, ty)| format!("{}: {ty}", self.v(*v)))
+            .collect();
+        let header = if params.is_empty() {
+            format!("block{b}:\n")
+        } else {
+            format!("block{b}({}):\n", params.join(", "))
+        };
+        self.blocks.push((b, header));
+    }
+
+    /// `fnK` for a callee (declared once).
+    fn callee(&mut self, name: &str, sig: &str, colocated: bool) -> String {
+        if let Some(i) = self.callees.iter().position(|c| c == name) {
+            return format!("fn{i}");
+        }
+        let i = self.callees.len();
+        self.callees.push(name.to_string());
+        let colocated = if colocated { "colocated " } else { "" };
+        self.decls
+            .push(format!("    fn{i} = {colocated}%{name}{sig}\n"));
+        format!("fn{i}")
+    }
+
+    fn sig(&mut self, sig: &str) -> String {
+        let i = self.sigs.len();
+        self.sigs.push(sig.to_string());
+        // Numbered apart from the signatures the reader creates for `fnN` declarations.
+        let i = i + 100;
+        self.decls.push(format!("    sig{i} = {sig}\n"));
+        format!("sig{i}")
+    }
+
+    /// An integer constant of `ty`; the mutation flips its low bit.
+    fn iconst(&mut self, ty: &str, value: i64) -> u32 {
+        let value = if self.site(Site::Const) {
+            value ^ 1
+        } else {
+            value
+        };
+        let v = self.value();
+        let line = format!("{} = iconst.{ty} {value}", self.v(v));
+        self.line(&line);
+        v
+    }
+
+    fn pick_binop(&mut self) -> &'static str {
+        let i = self.rng.below(BINOPS.len());
+        let i = if self.site(Site::Opcode) {
+            (i + 1) % BINOPS.len()
+        } else {
+            i
+        };
+        BINOPS[i]
+    }
+
+    fn pick_cond(&mut self) -> &'static str {
+        let i = self.rng.below(CONDS.len());
+        let i = if self.site(Site::Cond) {
+            (i + 1) % CONDS.len()
+        } else {
+            i
+        };
+        CONDS[i]
+    }
+
+    fn pick_flags(&mut self) -> &'static str {
+        let i = self.rng.below(MEMFLAGS.len());
+        let i = if self.site(Site::Flags) {
+            (i + 1) % MEMFLAGS.len()
+        } else {
+            i
+        };
+        MEMFLAGS[i]
+    }
+
+    /// A memory offset in the harness's buffer (multiple of 8, at most 232).
+    fn offset(&mut self) -> i64 {
+        let o = self.rng.below(30) as i64 * 8;
+        if self.site(Site::Offset) {
+            o + 8
+        } else {
+            o
+        }
+    }
+
+    fn interesting(&mut self) -> i64 {
+        const K: [i64; 10] = [0, 1, 2, 3, 7, 255, -1, -128, 0x7fff_ffff, 0x1234_5678_9abc];
+        if self.rng.chance(70) {
+            *self.rng.pick(&K)
+        } else {
+            self.rng.next() as i64
+        }
+    }
+
+    /// One operation on the i64 values `pool` (all dominating the current point); returns
+    /// the new i64 value. `mem` is the buffer's address, when the function has one.
+    fn op(&mut self, pool: &[u32], mem: Option<u32>, stack: bool) -> u32 {
+        let a = *self.rng.pick(pool);
+        let b = *self.rng.pick(pool);
+        let kind = self.rng.below(13);
+        match kind {
+            0 | 1 => {
+                let op = self.pick_binop();
+                let r = self.value();
+                let line = format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(b));
+                self.line(&line);
+                r
+            }
+            2 | 3 => {
+                let k = self.interesting();
+                let c = self.iconst("i64", k);
+                let op = self.pick_binop();
+                let r = self.value();
+                let line = format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(c));
+                self.line(&line);
+                r
+            }
+            4 => {
+                let ty = *self.rng.pick(&["i8", "i16", "i32"]);
+                let t = self.value();
+                let line = format!("{} = ireduce.{ty} {}", self.v(t), self.v(a));
+                self.line(&line);
+                let k = self.rng.below(200) as i64 - 100;
+                let c = self.iconst(ty, k);
+                let op = self.pick_binop();
+                let s = self.value();
+                let line = format!("{} = {op} {}, {}", self.v(s), self.v(t), self.v(c));
+                self.line(&line);
+                let r = self.value();
+                let line = format!("{} = sextend.i64 {}", self.v(r), self.v(s));
+                self.line(&line);
+                r
+            }
+            5 => {
+                // i128: the high half of a full product.
+                let (x, y, p, k, h, r) = (
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                );
+                let lines = [
+                    format!("{} = uextend.i128 {}", self.v(x), self.v(a)),
+                    format!("{} = sextend.i128 {}", self.v(y), self.v(b)),
+                    format!("{} = imul {}, {}", self.v(p), self.v(x), self.v(y)),
+                    format!("{} = iconst.i64 64", self.v(k)),
+                    format!("{} = ushr {}, {}", self.v(h), self.v(p), self.v(k)),
+                    format!("{} = ireduce.i64 {}", self.v(r), self.v(h)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            6 => {
+                let (ty, konst) = *self.rng.pick(&[("f64", "f64const"), ("f32", "f32const")]);
+                let op = *self.rng.pick(&FLOPS);
+                let k = self.rng.below(64) as f64 * 0.75 - 20.0;
+                let k = if ty == "f64" {
+                    cranelift_codegen::ir::immediates::Ieee64::with_float(k).to_string()
+                } else {
+                    cranelift_codegen::ir::immediates::Ieee32::with_float(k as f32).to_string()
+                };
+                let (x, c, y, r) = (self.value(), self.value(), self.value(), self.value());
+                let lines = [
+                    format!("{} = fcvt_from_sint.{ty} {}", self.v(x), self.v(a)),
+                    format!("{} = {konst} {k}", self.v(c)),
+                    format!("{} = {op} {}, {}", self.v(y), self.v(x), self.v(c)),
+                    format!("{} = fcvt_to_sint_sat.i64 {}", self.v(r), self.v(y)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            7 => {
+                let (t, s) = (self.value(), self.value());
+                let lines = [
+                    format!("{} = ireduce.i32 {}", self.v(t), self.v(a)),
+                    format!("{} = splat.i32x4 {}", self.v(s), self.v(t)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                let k = self.rng.below(1000) as i64;
+                let c = self.iconst("i32", k);
+                let op = *self.rng.pick(&["iadd", "imul", "bxor"]);
+                let (cs, m, e, r) = (self.value(), self.value(), self.value(), self.value());
+                let lane = self.rng.below(4);
+                let lines = [
+                    format!("{} = splat.i32x4 {}", self.v(cs), self.v(c)),
+                    format!("{} = {op} {}, {}", self.v(m), self.v(s), self.v(cs)),
+                    format!("{} = extractlane {}, {lane}", self.v(e), self.v(m)),
+                    format!("{} = sextend.i64 {}", self.v(r), self.v(e)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            8 => {
+                let cond = self.pick_cond();
+                let (c, r) = (self.value(), self.value());
+                let lines = [
+                    format!("{} = icmp {cond} {}, {}", self.v(c), self.v(a), self.v(b)),
+                    format!("{} = uextend.i64 {}", self.v(r), self.v(c)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            9 => {
+                let cond = self.pick_cond();
+                let x = *self.rng.pick(pool);
+                let (c, r) = (self.value(), self.value());
+                let lines = [
+                    format!("{} = icmp {cond} {}, {}", self.v(c), self.v(a), self.v(b)),
+                    format!(
+                        "{} = select {}, {}, {}",
+                        self.v(r),
+                        self.v(c),
+                        self.v(x),
+                        self.v(a)
+                    ),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            10 => {
+                let (one, d, r) = (self.value(), self.value(), self.value());
+                let op = *self.rng.pick(&["udiv", "urem"]);
+                // Not a mutable constant: the divisor must stay odd.
+                let lines = [
+                    format!("{} = iconst.i64 1", self.v(one)),
+                    format!("{} = bor {}, {}", self.v(d), self.v(b), self.v(one)),
+                    format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(d)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            11 if mem.is_some() => {
+                let mem = mem.unwrap();
+                let flags = self.pick_flags();
+                let off = self.offset();
+                let (store, load) = *self.rng.pick(&[
+                    ("store", "load.i64"),
+                    ("istore32", "uload32.i64"),
+                    ("istore8", "sload8.i64"),
+                ]);
+                let line = format!("{store}{flags} {}, {}+{off}", self.v(a), self.v(mem));
+                self.line(&line);
+                let flags = self.pick_flags();
+                let off = self.offset();
+                let r = self.value();
+                let line = format!("{} = {load}{flags} {}+{off}", self.v(r), self.v(mem));
+                self.line(&line);
+                r
+            }
+            12 if stack => {
+                let (p, q, r) = (self.value(), self.value(), self.value());
+                let (o1, o2) = (self.rng.below(4) * 8, self.rng.below(4) * 8);
+                let lines = [
+                    format!("{} = stack_addr.i64 ss0+{o1}", self.v(p)),
+                    format!("store notrap aligned {}, {}", self.v(a), self.v(p)),
+                    format!("{} = stack_addr.i64 ss0+{o2}", self.v(q)),
+                    format!("{} = load.i64 notrap aligned {}", self.v(r), self.v(q)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
+            _ => self.call_helper(a, b),
+        }
+    }
+
+    /// A call to a helper of a lower level, its arguments converted from i64 and its
+    /// result back; the mutation picks another member or family of the same signature.
+    fn call_helper(&mut self, a: u32, b: u32) -> u32 {
+        let candidates: Vec<(usize, usize)> = self
+            .helpers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.level < self.level)
+            .flat_map(|(f, h)| (0..h.names.len()).map(move |m| (f, m)))
+            .collect();
+        if candidates.is_empty() {
+            let r = self.value();
+            let line = format!("{} = iadd {}, {}", self.v(r), self.v(a), self.v(b));
+            self.line(&line);
+            return r;
+        }
+        let mut choice = self.rng.below(candidates.len());
+        if self.site(Site::Callee) {
+            let sig = self.helpers[candidates[choice].0].sig;
+            // The next candidate of the same signature, if any.
+            if let Some(i) = (1..candidates.len())
+                .map(|d| (choice + d) % candidates.len())
+                .find(|&i| self.helpers[candidates[i].0].sig == sig)
+            {
+                choice = i;
+            }
+        }
+        let (f, m) = candidates[choice];
+        let sig = self.helpers[f].sig;
+        let name = self.helpers[f].names[m].clone();
+        let colocated = !name.starts_with("hp");
+        let fref = self.callee(&name, &sig.text(), colocated);
+        let [pa, pb] = sig.params();
+        let x = self.convert_from_i64(a, pa);
+        let y = self.convert_from_i64(b, pb);
+        let r = self.value();
+        let line = format!("{} = call {fref}({}, {})", self.v(r), self.v(x), self.v(y));
+        self.line(&line);
+        self.convert_to_i64(r, sig.ret())
+    }
+
+    fn convert_from_i64(&mut self, v: u32, ty: &str) -> u32 {
+        let op = match ty {
+            "i64" => return v,
+            "f64" => "fcvt_from_sint.f64",
+            _ => &format!("ireduce.{ty}"),
+        };
+        let r = self.value();
+        let line = format!("{} = {op} {}", self.v(r), self.v(v));
+        self.line(&line);
+        r
+    }
+
+    fn convert_to_i64(&mut self, v: u32, ty: &str) -> u32 {
+        let op = match ty {
+            "i64" => return v,
+            "f64" => "fcvt_to_sint_sat.i64",
+            _ => "sextend.i64",
+        };
+        let r = self.value();
+        let line = format!("{} = {op} {}", self.v(r), self.v(v));
+        self.line(&line);
+        r
+    }
+
+    /// Straight-line operations, then a branch (`brif`, or `br_table` on the low bits)
+    /// into two or three arms that each compute more, meeting in a join block whose
+    /// parameter is returned (or handed to `finish`).
+    fn body(&mut self, params: &[u32], mem: Option<u32>, stack: bool, ops: usize) -> u32 {
+        let mut pool: Vec<u32> = params.to_vec();
+        for _ in 0..ops {
+            let v = self.op(&pool, mem, stack);
+            pool.push(v);
+        }
+        let arms = if self.rng.chance(30) { 3 } else { 2 };
+        let arm_blocks: Vec<u32> = (0..arms).map(|_| self.block()).collect();
+        let selector = *pool.last().unwrap();
+        if arms == 2 {
+            let swap = self.site(Site::Branch);
+            let (t, e) = if swap {
+                (arm_blocks[1], arm_blocks[0])
+            } else {
+                (arm_blocks[0], arm_blocks[1])
+            };
+            let line = format!("brif {}, block{t}, block{e}", self.v(selector));
+            self.line(&line);
+        } else {
+            let (i, k, m) = (self.value(), self.value(), self.value());
+            let lines = [
+                format!("{} = ireduce.i32 {}", self.v(i), self.v(selector)),
+                format!("{} = iconst.i32 3", self.v(k)),
+                format!("{} = band {}, {}", self.v(m), self.v(i), self.v(k)),
+            ];
+            for l in lines {
+                self.line(&l);
+            }
+            let mut targets = [arm_blocks[1], arm_blocks[2], arm_blocks[0]];
+            if self.site(Site::Branch) {
+                targets.swap(0, 1);
+            }
+            let line = format!(
+                "br_table {}, block{}, [block{}, block{}, block{}]",
+                self.v(m),
+                arm_blocks[0],
+                targets[0],
+                targets[1],
+                targets[2]
+            );
+            self.line(&line);
+        }
+        let join_block = self.block();
+        let joined = self.value();
+        for &b in &arm_blocks {
+            self.start_block(b, &[]);
+            let mut arm_pool = pool.clone();
+            for _ in 0..1 + self.rng.below(2) {
+                let v = self.op(&arm_pool, mem, stack);
+                arm_pool.push(v);
+            }
+            let line = format!(
+                "jump block{join_block}({})",
+                self.v(*arm_pool.last().unwrap())
+            );
+            self.line(&line);
+        }
+        self.start_block(join_block, &[(joined, "i64")]);
+        let mut tail_pool = params.to_vec();
+        tail_pool.push(joined);
+        let v = self.op(&tail_pool, mem, stack);
+        let r = self.value();
+        let line = format!("{} = iadd {}, {}", self.v(r), self.v(v), self.v(joined));
+        self.line(&line);
+        r
+    }
+
+    fn text(&self, sig: &str, slots: &str) -> String {
+        let mut out = format!("function %{}{sig} {{\n", self.name);
+        out.push_str(slots);
+        for d in &self.decls {
+            out.push_str(d);
+        }
+        let mut blocks: Vec<&(u32, String)> = self.blocks.iter().collect();
+        if self.variant.reverse_layout && blocks.len() > 2 {
+            blocks[1..].reverse();
+        }
+        for (_, b) in blocks {
+            out.push_str(b);
+        }
+        out.push_str("}\n\n");
+        out
+    }
+}
+
+/// An entry function of `kind`.
+#[allow(clippy::too_many_arguments)]
+fn entry(
+    seed: u64,
+    variant: Variant,
+    name: &str,
+    kind: EntryKind,
+    helpers: &[HelperFamily],
+    entries: &[String],
+    ops: usize,
+) -> String {
+    let mut w = Writer::new(seed, variant, name, helpers, usize::MAX);
+    let (a, b, mem) = (w.value(), w.value(), w.value());
+    let b0 = w.block();
+    w.start_block(b0, &[(a, "i64"), (b, "i64"), (mem, "i64")]);
+    // The stack slot is written before anything reads it.
+    let zero = w.value();
+    let line = format!("{} = iconst.i64 0", w.v(zero));
+    w.line(&line);
+    let slot = w.value();
+    let line = format!("{} = stack_addr.i64 ss0", w.v(slot));
+    w.line(&line);
+    for off in [0, 8, 16, 24] {
+        let line = format!("store notrap aligned {}, {}+{off}", w.v(zero), w.v(slot));
+        w.line(&line);
+    }
+    let mut pool = vec![a, b];
+    match kind {
+        EntryKind::FrameReader => {
+            let (ra, fp, sp, c, x) = (w.value(), w.value(), w.value(), w.value(), w.value());
+            let lines = [
+                format!("{} = get_return_address.i64", w.v(ra)),
+                format!("store notrap aligned {}, {}+248", w.v(ra), w.v(mem)),
+                format!("{} = get_frame_pointer.i64", w.v(fp)),
+                format!("store notrap aligned {}, {}+240", w.v(fp), w.v(mem)),
+                format!("{} = get_stack_pointer.i64", w.v(sp)),
+                format!("{} = icmp ule {}, {}", w.v(c), w.v(sp), w.v(fp)),
+                format!("{} = uextend.i64 {}", w.v(x), w.v(c)),
+            ];
+            for l in lines {
+                w.line(&l);
+            }
+            pool.push(x);
+        }
+        EntryKind::AddressCompare | EntryKind::SelfAddress => {
+            let target = if kind == EntryKind::SelfAddress {
+                name.to_string()
+            } else {
+                let i = w.rng.below(entries.len());
+                let i = if w.site(Site::Callee) {
+                    (i + 1) % entries.len()
+                } else {
+                    i
+                };
+                entries[i].clone()
+            };
+            let fref = w.callee(&target, ENTRY_SIG, true);
+            let (p, c, x) = (w.value(), w.value(), w.value());
+            let lines = [
+                format!("{} = func_addr.i64 {fref}", w.v(p)),
+                format!("{} = icmp eq {}, {}", w.v(c), w.v(a), w.v(p)),
+                format!("{} = uextend.i64 {}", w.v(x), w.v(c)),
+            ];
+            for l in lines {
+                w.line(&l);
+            }
+            // `a` may be an address: only its comparison enters the computation.
+            pool = vec![b, x];
+        }
+        EntryKind::Plain | EntryKind::AddressReturn => {}
+    }
+    let r = w.body(&pool, Some(mem), true, ops);
+    if kind == EntryKind::AddressReturn {
+        let one = w.iconst("i64", 1);
+        let t = w.value();
+        let line = format!("{} = band {}, {}", w.v(t), w.v(r), w.v(one));
+        w.line(&line);
+        let (x, y) = (w.block(), w.block());
+        let line = format!("brif {}, block{x}, block{y}", w.v(t));
+        w.line(&line);
+        for blk in [x, y] {
+            w.start_block(blk, &[]);
+            let i = w.rng.below(entries.len());
+            let i = if w.site(Site::Callee) {
+                (i + 1) % entries.len()
+            } else {
+                i
+            };
+            let target = if w.rng.chance(25) {
+                name.to_string()
+            } else {
+                entries[i].clone()
+            };
+            let fref = w.callee(&target, ENTRY_SIG, true);
+            let p = w.value();
+            let line = format!("{} = func_addr.i64 {fref}", w.v(p));
+            w.line(&line);
+            let line = format!("return {}", w.v(p));
+            w.line(&line);
+        }
+    } else {
+        let line = format!("return {}", w.v(r));
+        w.line(&line);
+    }
+    w.text(ENTRY_SIG, "    ss0 = explicit_slot 32, align = 8\n")
+}
+
+/// A helper function: parameters converted to i64, operations, a result converted back;
+/// with recursion, a depth (the first parameter's low bits) counts down to zero.
+#[allow(clippy::too_many_arguments)]
+fn helper(
+    seed: u64,
+    variant: Variant,
+    name: &str,
+    partner: Option<&str>,
+    sig: HelperSig,
+    recursion: Recursion,
+    level: usize,
+    helpers: &[HelperFamily],
+    ops: usize,
+) -> String {
+    let mut w = Writer::new(seed, variant, name, helpers, level);
+    let (pa, pb) = (w.value(), w.value());
+    let b0 = w.block();
+    let [ta, tb] = sig.params();
+    w.start_block(b0, &[(pa, ta), (pb, tb)]);
+    let a = w.convert_to_i64(pa, ta);
+    let b = w.convert_to_i64(pb, tb);
+    let result = if recursion == Recursion::None {
+        w.body(&[a, b], None, false, ops)
+    } else {
+        // depth = a & mask; if depth > 0 recurse with depth - 1, else the base case.
+        let mask = w.iconst("i64", 7);
+        let (d, z, c) = (w.value(), w.value(), w.value());
+        let lines = [
+            format!("{} = band {}, {}", w.v(d), w.v(a), w.v(mask)),
+            format!("{} = iconst.i64 0", w.v(z)),
+            format!("{} = icmp sgt {}, {}", w.v(c), w.v(d), w.v(z)),
+        ];
+        for l in lines {
+            w.line(&l);
+        }
+        let (rec, base) = (w.block(), w.block());
+        let line = format!("brif {}, block{rec}, block{base}", w.v(c));
+        w.line(&line);
+        w.start_block(rec, &[]);
+        let (one, dm) = (w.value(), w.value());
+        let lines = [
+            format!("{} = iconst.i64 1", w.v(one)),
+            format!("{} = isub {}, {}", w.v(dm), w.v(d), w.v(one)),
+        ];
+        for l in lines {
+            w.line(&l);
+        }
+        let mut pool = vec![a, b, dm];
+        for _ in 0..1 + ops / 2 {
+            let v = w.op(&pool, None, false);
+            pool.push(v);
+        }
+        let x = *pool.last().unwrap();
+        let target = match recursion {
+            Recursion::PingPong => partner.unwrap_or(name).to_string(),
+            _ => name.to_string(),
+        };
+        let fref = w.callee(&target, &sig.text(), true);
+        let da = w.convert_from_i64(dm, ta);
+        let xb = w.convert_from_i64(x, tb);
+        let ret = sig.ret();
+        let result = match recursion {
+            Recursion::ReturnCall => {
+                let line = format!("return_call {fref}({}, {})", w.v(da), w.v(xb));
+                w.line(&line);
+                None
+            }
+            Recursion::TryCall => {
+                let s = w.sig(&sig.text());
+                let cont = w.block();
+                let line = format!(
+                    "try_call {fref}({}, {}), {s}, block{cont}(ret0), []",
+                    w.v(da),
+                    w.v(xb)
+                );
+                w.line(&line);
+                let r = w.value();
+                w.start_block(cont, &[(r, ret)]);
+                Some(r)
+            }
+            Recursion::Call | Recursion::PingPong => {
+                let r = w.value();
+                let line = format!("{} = call {fref}({}, {})", w.v(r), w.v(da), w.v(xb));
+                w.line(&line);
+                Some(r)
+            }
+            Recursion::None => unreachable!(),
+        };
+        if let Some(r) = result {
+            let r64 = w.convert_to_i64(r, ret);
+            let k = w.interesting();
+            let c = w.iconst("i64", k);
+            let op = w.pick_binop();
+            let s = w.value();
+            let line = format!("{} = {op} {}, {}", w.v(s), w.v(r64), w.v(c));
+            w.line(&line);
+            let back = w.convert_from_i64(s, ret);
+            let line = format!("return {}", w.v(back));
+            w.line(&line);
+        }
+        w.start_block(base, &[]);
+        let mut pool = vec![a, b];
+        for _ in 0..1 + ops / 2 {
+            let v = w.op(&pool, None, false);
+            pool.push(v);
+        }
+        *pool.last().unwrap()
+    };
+    let back = w.convert_from_i64(result, sig.ret());
+    let line = format!("return {}", w.v(back));
+    w.line(&line);
+    w.text(&sig.text(), "")
+}
+
+/// The variants of a family of `n` members: the first is the template; the others are
+/// copies (some renumbered or re-laid-out) or differ in one site.
+fn variants(rng: &mut Rng, n: usize, counts: [usize; 7]) -> Vec<Variant> {
+    let mut out = vec![Variant::SAME];
+    while out.len() < n {
+        let mut v = Variant::SAME;
+        match rng.below(4) {
+            0 => {}
+            1 => {
+                v.stride = 3;
+                v.shift = 5 + rng.below(50) as u32;
+            }
+            2 => v.reverse_layout = true,
+            _ => {
+                let available: Vec<usize> = (0..7).filter(|&i| counts[i] > 0).collect();
+                if !available.is_empty() {
+                    let i = *rng.pick(&available);
+                    v.mutation = Some((SITES[i], rng.below(counts[i])));
+                }
+                if rng.chance(30) {
+                    v.reverse_layout = true;
+                }
+            }
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// Sizes of a generated module.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub helper_families: usize,
+    pub entry_families: usize,
+    pub family_size: usize,
+    pub inputs_per_entry: usize,
+    /// Generate frame readers (their results depend on frames, so they need
+    /// `preserve_frame_pointers`).
+    pub frame_readers: bool,
+}
+
+/// A module from `seed`.
+pub fn program(seed: u64, shape: Shape) -> Program {
+    let mut rng = Rng::new(seed);
+    let mut clif = String::new();
+    let mut functions = 0;
+    let mut family_pairs = 0;
+    let pair = |n: usize| n * (n - 1) / 2;
+
+    // Helpers, level by level.
+    let mut helpers: Vec<HelperFamily> = Vec::new();
+    for f in 0..shape.helper_families {
+        let sig = *rng.pick(&HelperSig::ALL);
+        let level = f * 3 / shape.helper_families.max(1);
+        let recursion = match rng.below(6) {
+            0 => Recursion::Call,
+            1 => Recursion::TryCall,
+            2 if sig == HelperSig::Tail => Recursion::ReturnCall,
+            3 => Recursion::PingPong,
+            _ => Recursion::None,
+        };
+        let linkage = *rng.pick(&["l", "d", "x", "p"]);
+        let n = 2 + rng.below(shape.family_size.max(2) / 2);
+        let template_seed = rng.next();
+        let ops = 2 + rng.below(4);
+        let names: Vec<String> = (0..n).map(|m| format!("h{linkage}{f}_{m}")).collect();
+        // Ping-pong members call the partner in the second half: h_m <-> h_{m^1}.
+        let partner = |m: usize| -> Option<String> {
+            (recursion == Recursion::PingPong && (m ^ 1) < n).then(|| names[m ^ 1].clone())
+        };
+        let _ = helper(
+            template_seed,
+            Variant::SAME,
+            &names[0],
+            partner(0).as_deref(),
+            sig,
+            recursion,
+            level,
+            &helpers,
+            ops,
+        );
+        let counts = last_counts();
+        let vs = variants(&mut rng, n, counts);
+        for (m, v) in vs.iter().enumerate() {
+            clif.push_str(&helper(
+                template_seed,
+                *v,
+                &names[m],
+                partner(m).as_deref(),
+                sig,
+                recursion,
+                level,
+                &helpers,
+                ops,
+            ));
+        }
+        functions += n;
+        family_pairs += pair(n);
+        helpers.push(HelperFamily { names, sig, level });
+    }
+
+    // Entries: names first (address-taking entries refer to any of them).
+    let mut kinds = Vec::new();
+    let mut sizes = Vec::new();
+    let mut entry_names: Vec<String> = Vec::new();
+    for f in 0..shape.entry_families {
+        let kind = match rng.below(10) {
+            0 => EntryKind::AddressCompare,
+            1 => EntryKind::SelfAddress,
+            2 => EntryKind::AddressReturn,
+            3 | 4 if shape.frame_readers => EntryKind::FrameReader,
+            _ => EntryKind::Plain,
+        };
+        let n = 2 + rng.below(shape.family_size.max(3) - 1);
+        kinds.push(kind);
+        sizes.push(n);
+        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
+    }
+    let mut entries = Vec::new();
+    for f in 0..shape.entry_families {
+        let kind = kinds[f];
+        let n = sizes[f];
+        let template_seed = rng.next();
+        let ops = 3 + rng.below(6);
+        let _ = entry(
+            template_seed,
+            Variant::SAME,
+            "e",
+            kind,
+            &helpers,
+            &entry_names,
+            ops,
+        );
+        let counts = last_counts();
+        let vs = variants(&mut rng, n, counts);
+        for (m, v) in vs.iter().enumerate() {
+            let name = format!("e{f}_{m}");
+            clif.push_str(&entry(
+                template_seed,
+                *v,
+                &name,
+                kind,
+                &helpers,
+                &entry_names,
+                ops,
+            ));
+            let flags = match kind {
+                EntryKind::Plain => 0,
+                EntryKind::AddressCompare | EntryKind::SelfAddress => flags::ADDRESS_SENSITIVE,
+                EntryKind::AddressReturn => flags::ADDRESS_RESULT,
+                EntryKind::FrameReader => flags::READS_RETURN_ADDRESS | flags::READS_FRAME_POINTER,
+            };
+            entries.push(Entry { name, flags });
+        }
+        functions += n;
+        family_pairs += pair(n);
+    }
+
+    // Inputs: integers, and for address-sensitive entries sometimes entries' addresses
+    // (their own among them).
+    let mut inputs = Vec::new();
+    const INTS: [i64; 12] = [
+        0,
+        1,
+        -1,
+        2,
+        7,
+        8,
+        255,
+        256,
+        i64::MIN,
+        i64::MAX,
+        0x7fff_ffff,
+        -129,
+    ];
+    for (i, e) in entries.iter().enumerate() {
+        for k in 0..shape.inputs_per_entry {
+            let arg = |rng: &mut Rng| {
+                if rng.chance(60) {
+                    Arg::Int(*rng.pick(&INTS))
+                } else {
+                    Arg::Int(rng.next() as i64)
+                }
+            };
+            let mut a = arg(&mut rng);
+            let b = arg(&mut rng);
+            if e.flags & flags::ADDRESS_SENSITIVE != 0 && k % 2 == 0 {
+                a = Arg::Address(if k == 0 { i } else { rng.below(entries.len()) });
+            }
+            inputs.push((i, a, b));
+        }
+    }
+    Program {
+        clif,
+        entries,
+        inputs,
+        functions,
+        family_pairs,
+        linkages: vec![("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")],
+    }
+}
+
+/// The site counts of the last function written.
+fn last_counts() -> [usize; 7] {
+    COUNTS.with(|c| c.get())
+}
+
+thread_local! {
+    /// The site counts of the last function written (for choosing mutations).
+    static COUNTS: std::cell::Cell<[usize; 7]> = const { std::cell::Cell::new([0; 7]) };
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        let counts = self.counts;
+        COUNTS.with(|c| c.set(counts));
+    }
+}
+
+/// The program as text with a header comment (for a failure's reproduction).
+pub fn with_header(p: &Program, seed: u64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "; differential seed {seed}: {} functions", p.functions);
+    s.push_str(&p.clif);
+    s
+}

@@ -1,0 +1,536 @@
+//! Differential execution: a generated module ([`gen`]) compiled unmerged and merged in every
+//! configuration a user can pick, each build run on the same inputs, the results compared.
+//!
+//! Configurations: an object written by the `clif-merge` command line, with PIC (linked
+//! into a shared library that a C harness calls) and without (linked into a non-PIE
+//! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
+//! cross toolchain); and cranelift-jit through the backend plugin (host only). Each is
+//! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
+//! without `--merge-similar`; the reference is `disabled` without merge-similar, which
+//! defines every function as written.
+//!
+//! What is compared, for every entry and input: the result, a hash of the memory buffer
+//! the entry may write, the return address the entry saw (as an offset into the harness
+//! function that called it) and its frame pointer (as a distance from that function's
+//! buffer). A function address an entry returns is compared by the set of entries whose
+//! address it is. With `aliases` (addresses insignificant by the user's word) an address
+//! may equal more names than before, and results that compare addresses are not compared.
+
+pub mod gen;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gen::{flags, Arg, Program};
+
+/// Target architectures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+impl Arch {
+    pub fn triple(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-unknown-linux-gnu",
+            Arch::Aarch64 => "aarch64-unknown-linux-gnu",
+        }
+    }
+    fn cc(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "cc",
+            Arch::Aarch64 => "aarch64-linux-gnu-gcc",
+        }
+    }
+    /// Whether this machine can link and run code for the architecture; a one-line
+    /// notice says what is missing when not.
+    pub fn available(self) -> Result<(), String> {
+        let have = |tool: &str| {
+            Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        match self {
+            Arch::X86_64 if cfg!(all(target_arch = "x86_64", target_os = "linux")) => {
+                if have("cc") {
+                    Ok(())
+                } else {
+                    Err("no cc".into())
+                }
+            }
+            Arch::X86_64 => Err("not an x86_64 Linux host".into()),
+            Arch::Aarch64 => {
+                if !have("aarch64-linux-gnu-gcc") {
+                    Err("no aarch64-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross)".into())
+                } else if !have("qemu-aarch64") {
+                    Err("no qemu-aarch64 (Debian: qemu-user)".into())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// How the code is built and loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// An object with PIC, linked into a shared library.
+    SharedLibrary,
+    /// An object without PIC, linked into a non-PIE executable.
+    Executable,
+    /// cranelift-jit through the plugin (no PIC), in this process.
+    Jit,
+}
+
+/// `--merge-functions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Disabled,
+    Trampolines,
+    Aliases,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Disabled, Mode::Trampolines, Mode::Aliases];
+    fn flag(self) -> &'static str {
+        match self {
+            Mode::Disabled => "disabled",
+            Mode::Trampolines => "trampolines",
+            Mode::Aliases => "aliases",
+        }
+    }
+}
+
+/// One build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub arch: Arch,
+    pub output: Output,
+    pub mode: Mode,
+    pub similar: bool,
+}
+
+impl Config {
+    pub fn reference(self) -> Config {
+        Config {
+            mode: Mode::Disabled,
+            similar: false,
+            ..self
+        }
+    }
+    pub fn is_reference(self) -> bool {
+        self == self.reference()
+    }
+}
+
+/// What one call printed: the result (or `@` and the entries its address equals) and the
+/// hash of the buffer.
+pub type Results = BTreeMap<(usize, usize), (String, u64)>;
+
+/// Run `program` built as `config`; `dir` is a scratch directory of its own.
+pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
+    match config.output {
+        Output::Jit => jit::run(program, config),
+        Output::SharedLibrary | Output::Executable => run_object(program, config, dir),
+    }
+}
+
+fn command(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The command line that writes the object of `config`.
+pub fn clif_merge_args(
+    program: &Program,
+    config: Config,
+    input: &Path,
+    object: &Path,
+) -> Vec<String> {
+    let pic = config.output == Output::SharedLibrary;
+    let mut args: Vec<String> = vec![
+        input.display().to_string(),
+        "--target".into(),
+        config.arch.triple().into(),
+        "--set".into(),
+        format!("is_pic={pic}"),
+        "--set".into(),
+        "preserve_frame_pointers=true".into(),
+        "--merge-functions".into(),
+        config.mode.flag().into(),
+        "-q".into(),
+        "-o".into(),
+        object.display().to_string(),
+    ];
+    if config.similar {
+        args.push("--merge-similar".into());
+    }
+    for (glob, linkage) in &program.linkages {
+        args.push("--linkage".into());
+        args.push(format!("{glob}={linkage}"));
+    }
+    args
+}
+
+fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let input = dir.join("gen.clif");
+    std::fs::write(&input, &program.clif).map_err(|e| e.to_string())?;
+    let object = dir.join("gen.o");
+    command(
+        Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+            .args(clif_merge_args(program, config, &input, &object)),
+    )?;
+    let harness = dir.join("harness.c");
+    std::fs::write(&harness, c_harness(program)).map_err(|e| e.to_string())?;
+    let exe = dir.join("run");
+    let cc = config.arch.cc();
+    match config.output {
+        Output::SharedLibrary => {
+            let lib = dir.join("libgen.so");
+            command(
+                Command::new(cc)
+                    .arg("-shared")
+                    .arg("-o")
+                    .arg(&lib)
+                    .arg(&object),
+            )?;
+            command(
+                Command::new(cc)
+                    .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+                    .arg(&exe)
+                    .arg(&harness)
+                    .arg(&lib)
+                    .arg(format!("-Wl,-rpath,{}", dir.display())),
+            )?;
+        }
+        Output::Executable => {
+            command(
+                Command::new(cc)
+                    .args(["-O1", "-fno-omit-frame-pointer", "-no-pie", "-o"])
+                    .arg(&exe)
+                    .arg(&harness)
+                    .arg(&object),
+            )?;
+        }
+        Output::Jit => unreachable!(),
+    }
+    let stdout = match config.arch {
+        Arch::X86_64 => command(&mut Command::new(&exe))?,
+        Arch::Aarch64 => command(
+            Command::new("qemu-aarch64")
+                .args(["-L", "/usr/aarch64-linux-gnu"])
+                .arg(&exe),
+        )?,
+    };
+    parse_results(&stdout)
+}
+
+fn parse_results(stdout: &str) -> Result<Results, String> {
+    let mut results = Results::new();
+    for line in stdout.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [e, i, r, h] = parts[..] else {
+            return Err(format!("bad harness line {line:?}"));
+        };
+        let parse = |s: &str| s.parse::<usize>().map_err(|e| format!("{line:?}: {e}"));
+        let hash = u64::from_str_radix(h, 16).map_err(|e| format!("{line:?}: {e}"))?;
+        results.insert((parse(e)?, parse(i)?), (r.to_string(), hash));
+    }
+    Ok(results)
+}
+
+/// A C program that calls every entry on its inputs and prints what it saw.
+fn c_harness(p: &Program) -> String {
+    let mut s = String::from(
+        "#include <stdint.h>\n#include <stdio.h>\n\
+         typedef int64_t (*entry_fn)(int64_t, int64_t, int64_t);\n",
+    );
+    for e in &p.entries {
+        let _ = writeln!(s, "extern void {}(void);", e.name);
+    }
+    s.push_str("static void (*const SYMS[])(void) = {\n");
+    for e in &p.entries {
+        let _ = writeln!(s, "  {},", e.name);
+    }
+    s.push_str("};\nstatic const unsigned FLAGS[] = {");
+    for e in &p.entries {
+        let _ = write!(s, "{},", e.flags);
+    }
+    s.push_str(
+        "};\nstruct input { unsigned e; unsigned ak; int64_t a; unsigned bk; int64_t b; };\n\
+         static const struct input INPUTS[] = {\n",
+    );
+    let arg = |a: Arg| match a {
+        Arg::Int(v) => format!("0, (int64_t){}ull", v as u64),
+        Arg::Address(i) => format!("1, {i}"),
+    };
+    for &(e, a, b) in &p.inputs {
+        let _ = writeln!(s, "  {{{e}, {}, {}}},", arg(a), arg(b));
+    }
+    let n = p.entries.len();
+    let _ = write!(
+        s,
+        r#"}};
+#define NSYMS {n}
+__attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t b,
+                                                 unsigned flags, int64_t *res, uint64_t *hash) {{
+  uint64_t mem[32];
+  for (int i = 0; i < 32; i++) mem[i] = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+  *res = f(a, b, (int64_t)(uintptr_t)mem);
+  if (flags & {ra}) mem[31] -= (uint64_t)(uintptr_t)&call_entry;
+  if (flags & {fp}) mem[30] = (uint64_t)(uintptr_t)mem - mem[30];
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < 32; i++) {{ h ^= mem[i]; h *= 0x100000001b3ull; }}
+  *hash = h;
+}}
+int main(void) {{
+  unsigned n = sizeof INPUTS / sizeof INPUTS[0];
+  unsigned seen[NSYMS] = {{0}};
+  for (unsigned i = 0; i < n; i++) {{
+    const struct input *in = &INPUTS[i];
+    unsigned k = seen[in->e]++;
+    int64_t a = in->ak ? (int64_t)(uintptr_t)SYMS[in->a] : in->a;
+    int64_t b = in->bk ? (int64_t)(uintptr_t)SYMS[in->b] : in->b;
+    int64_t r; uint64_t h;
+    call_entry((entry_fn)SYMS[in->e], a, b, FLAGS[in->e], &r, &h);
+    printf("%u %u ", in->e, k);
+    if (FLAGS[in->e] & {addr}) {{
+      printf("@");
+      for (unsigned s = 0; s < NSYMS; s++)
+        if ((uintptr_t)SYMS[s] == (uintptr_t)r) printf("%u,", s);
+    }} else {{
+      printf("%016llx", (unsigned long long)r);
+    }}
+    printf(" %016llx\n", (unsigned long long)h);
+  }}
+  return 0;
+}}
+"#,
+        ra = flags::READS_RETURN_ADDRESS,
+        fp = flags::READS_FRAME_POINTER,
+        addr = flags::ADDRESS_RESULT,
+    );
+    s
+}
+
+/// The differences between the reference's results and a build's, as messages.
+pub fn compare(
+    program: &Program,
+    config: Config,
+    reference: &Results,
+    got: &Results,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, (want, want_hash)) in reference {
+        let flags = program.entries[key.0].flags;
+        let name = &program.entries[key.0].name;
+        let Some((have, have_hash)) = got.get(key) else {
+            out.push(format!("{name} input {}: no result", key.1));
+            continue;
+        };
+        let aliases = config.mode == Mode::Aliases;
+        let same = if aliases && flags & flags::ADDRESS_SENSITIVE != 0 {
+            true
+        } else if flags & flags::ADDRESS_RESULT != 0 && aliases {
+            // Every entry the address was before it still is.
+            let set = |s: &str| -> Vec<String> {
+                s.trim_start_matches('@')
+                    .split(',')
+                    .filter(|x| !x.is_empty())
+                    .map(String::from)
+                    .collect()
+            };
+            let have = set(have);
+            set(want).iter().all(|w| have.contains(w)) && want_hash == have_hash
+        } else {
+            want == have && want_hash == have_hash
+        };
+        if !same {
+            out.push(format!(
+                "{name} input {}: expected {want} (memory {want_hash:016x}), got {have} (memory {have_hash:016x})",
+                key.1
+            ));
+        }
+    }
+    out
+}
+
+/// Where a failing program is written for a look (and to become a fixture).
+pub fn keep_failure(program: &Program, seed: u64, config: Config, problems: &[String]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("differential-failures");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("seed-{seed}.clif"));
+    let mut text = gen::with_header(program, seed);
+    let _ = writeln!(text, "; failed in {config:?}:");
+    for p in problems.iter().take(20) {
+        let _ = writeln!(text, ";   {p}");
+    }
+    let _ = std::fs::write(&path, text);
+    path
+}
+
+/// cranelift-jit through the plugin, in this process.
+pub mod jit {
+    use super::*;
+    use clif_merge::merge::similar::SimilarOptions;
+    use clif_merge::plugin::FunctionMerger;
+    use clif_merge::{MergeMode, MergeOptions, TargetInfo};
+    use cranelift_codegen::ir::{ExternalName, UserExternalName, UserFuncName};
+    use cranelift_jit::{JITBuilder, JITModule};
+    use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
+
+    type EntryFn = extern "C" fn(i64, i64, i64) -> i64;
+
+    #[inline(never)]
+    fn call_entry(f: EntryFn, a: i64, b: i64, flags: u32) -> (i64, u64) {
+        let mut mem = [0u64; 32];
+        for (i, m) in mem.iter_mut().enumerate() {
+            *m = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1);
+        }
+        let base = mem.as_mut_ptr();
+        let r = f(a, b, std::hint::black_box(base) as i64);
+        let mut mem = std::hint::black_box(mem);
+        if flags & flags::READS_RETURN_ADDRESS != 0 {
+            mem[31] = mem[31].wrapping_sub(call_entry as *const () as u64);
+        }
+        if flags & flags::READS_FRAME_POINTER != 0 {
+            mem[30] = (base as u64).wrapping_sub(mem[30]);
+        }
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for m in mem {
+            h ^= m;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        (r, h)
+    }
+
+    pub fn run(program: &Program, config: Config) -> Result<Results, String> {
+        let target = TargetInfo::host();
+        let isa = clif_merge::build_isa(
+            &target,
+            &[
+                ("is_pic".into(), "false".into()),
+                ("preserve_frame_pointers".into(), "true".into()),
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let functions =
+            clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
+        let linkage_of = |name: &str| {
+            for (glob, linkage) in &program.linkages {
+                if name.starts_with(glob.trim_end_matches('*')) {
+                    return match *linkage {
+                        "local" => Linkage::Local,
+                        "hidden" => Linkage::Hidden,
+                        "preemptible" => Linkage::Preemptible,
+                        _ => Linkage::Export,
+                    };
+                }
+            }
+            Linkage::Export
+        };
+        let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
+        for f in &functions {
+            let name = f.func.name.to_string().trim_start_matches('%').to_string();
+            let id = module
+                .declare_function(&name, linkage_of(&name), &f.func.signature)
+                .map_err(|e| e.to_string())?;
+            ids.insert(name, id);
+        }
+        let mut bodies = Vec::new();
+        for f in functions {
+            let mut func = f.func;
+            let name = func.name.to_string().trim_start_matches('%').to_string();
+            func.name = UserFuncName::user(0, ids[&name].as_u32());
+            let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();
+            for r in refs {
+                if let ExternalName::TestCase(t) = &func.dfg.ext_funcs[r].name {
+                    let callee = t.to_string().trim_start_matches('%').to_string();
+                    let user = func
+                        .params
+                        .ensure_user_func_name(UserExternalName::new(0, ids[&callee].as_u32()));
+                    func.dfg.ext_funcs[r].name = ExternalName::User(user);
+                }
+            }
+            bodies.push((ids[&name], func));
+        }
+        if config.is_reference() {
+            for (id, func) in bodies {
+                let mut ctx = cranelift_codegen::Context::for_function(func);
+                module
+                    .define_function(id, &mut ctx)
+                    .map_err(|e| format!("{e:?}"))?;
+            }
+        } else {
+            let mode = match config.mode {
+                Mode::Disabled => MergeMode::Disabled,
+                Mode::Trampolines => MergeMode::Trampolines,
+                Mode::Aliases => MergeMode::Aliases,
+            };
+            let options = MergeOptions {
+                mode,
+                ..MergeOptions::default()
+            };
+            let mut merger =
+                FunctionMerger::new(module.isa(), options).map_err(|e| e.to_string())?;
+            if config.similar {
+                merger = merger.with_merge_similar(SimilarOptions::default());
+            }
+            for (id, func) in bodies {
+                merger.add(id, func).map_err(|e| e.to_string())?;
+            }
+            merger
+                .define_in_jit(&mut module)
+                .map_err(|e| e.to_string())?;
+        }
+        module.finalize_definitions().map_err(|e| e.to_string())?;
+        let address: Vec<*const u8> = program
+            .entries
+            .iter()
+            .map(|e| module.get_finalized_function(ids[&e.name]))
+            .collect();
+        let mut results = Results::new();
+        let mut seen = vec![0usize; program.entries.len()];
+        for &(e, a, b) in &program.inputs {
+            let value = |x: Arg| match x {
+                Arg::Int(v) => v,
+                Arg::Address(i) => address[i] as i64,
+            };
+            let f: EntryFn = unsafe { std::mem::transmute(address[e]) };
+            let flags = program.entries[e].flags;
+            let (r, h) = call_entry(f, value(a), value(b), flags);
+            let shown = if flags & flags::ADDRESS_RESULT != 0 {
+                let mut s = String::from("@");
+                for (i, &p) in address.iter().enumerate() {
+                    if p as i64 == r {
+                        let _ = write!(s, "{i},");
+                    }
+                }
+                s
+            } else {
+                format!("{:016x}", r as u64)
+            };
+            results.insert((e, seen[e]), (shown, h));
+            seen[e] += 1;
+        }
+        // The module's code stays mapped until the process ends: leaking it keeps
+        // addresses of one build from being reused by the next while results are compared.
+        std::mem::forget(module);
+        Ok(results)
+    }
+}
