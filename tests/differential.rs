@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use differential_exec::gen::{self, Shape};
-use differential_exec::{compare, keep_failure, run, Arch, Config, Mode, Output};
+use differential_exec::{
+    compare, keep_failure, program_from_fixture, run, Arch, Config, Mode, Output,
+};
 
 /// Every configuration for `arch` that this machine can run, references first.
 fn configurations(arch: Arch) -> Vec<Config> {
@@ -72,14 +74,18 @@ struct Tally {
 
 /// Build and run program `seed` in every configuration of `archs`; record what failed.
 fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
-    let program = gen::program(seed, shape);
+    check_program(&gen::program(seed, shape), seed, archs, tally);
+}
+
+/// Build and run `program` (called `seed` in messages) in every configuration of `archs`.
+fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tally) {
     let scratch = tempfile::tempdir().unwrap();
     for &arch in archs {
         let configs = configurations(arch);
         let mut reference = std::collections::HashMap::new();
         for (i, &config) in configs.iter().enumerate() {
             let dir = scratch.path().join(format!("{i}"));
-            let outcome = run(&program, config, &dir);
+            let outcome = run(program, config, &dir);
             tally.builds.fetch_add(1, Ordering::Relaxed);
             let problems = match (outcome, config.is_reference()) {
                 (Ok(results), true) => {
@@ -97,13 +103,13 @@ fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
                             want.len()
                         )]
                     } else {
-                        compare(&program, config, want, &results)
+                        compare(program, config, want, &results)
                     }
                 }
                 (Err(e), _) => vec![e],
             };
             if !problems.is_empty() {
-                let kept = keep_failure(&program, seed, config, &problems);
+                let kept = keep_failure(program, seed, config, &problems);
                 let mut message = format!(
                     "seed {seed}, {config:?}: {} differences (program in {})",
                     problems.len(),
@@ -153,6 +159,39 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
         check_seed(seed, SHAPE, &archs, &tally);
     }
     eprintln!("differential: {}", report(&tally));
+    let failures = tally.failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The regression fixtures of `fixtures/exec/`: each pins a bug the harness has found or
+/// would have found, and runs in every configuration like a generated module.
+#[test]
+fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
+    let archs = architectures();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exec");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 3, "fixtures/exec is missing its fixtures");
+    let tally = Tally::default();
+    for (i, path) in paths.iter().enumerate() {
+        let program = program_from_fixture(&std::fs::read_to_string(path).unwrap());
+        assert!(
+            !program.entries.is_empty(),
+            "{}: no entries",
+            path.display()
+        );
+        let before = tally.failures.lock().unwrap().len();
+        check_program(&program, i as u64, &archs, &tally);
+        let mut failures = tally.failures.lock().unwrap();
+        for f in failures.iter_mut().skip(before) {
+            *f = format!("{}: {f}", path.display());
+        }
+    }
+    eprintln!("differential fixtures: {}", report(&tally));
     let failures = tally.failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

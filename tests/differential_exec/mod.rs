@@ -534,3 +534,47 @@ pub mod jit {
         Ok(results)
     }
 }
+
+/// A hand-written module of `fixtures/exec/`: its entries (`; entry: %name [flags]`, with
+/// `address-sensitive`, `address-result` or `reads-frame`), each called on a fixed set of
+/// integers and, when it compares addresses, on the address of every entry.
+pub fn program_from_fixture(text: &str) -> Program {
+    let mut entries = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("; entry: %") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let name = words.next().expect("an entry names a function").to_string();
+        let mut f = 0;
+        for word in words {
+            f |= match word {
+                "address-sensitive" => flags::ADDRESS_SENSITIVE,
+                "address-result" => flags::ADDRESS_RESULT,
+                "reads-frame" => flags::READS_RETURN_ADDRESS | flags::READS_FRAME_POINTER,
+                other => panic!("unknown entry flag {other:?}"),
+            };
+        }
+        entries.push(gen::Entry { name, flags: f });
+    }
+    const INTS: [(i64, i64); 6] = [(0, 0), (1, 2), (3, -1), (7, 5), (-1, 255), (2, 1 << 40)];
+    let mut inputs = Vec::new();
+    for (e, entry) in entries.iter().enumerate() {
+        for &(a, b) in &INTS {
+            inputs.push((e, Arg::Int(a), Arg::Int(b)));
+        }
+        if entry.flags & flags::ADDRESS_SENSITIVE != 0 {
+            for i in 0..entries.len() {
+                inputs.push((e, Arg::Address(i), Arg::Int(1)));
+            }
+        }
+    }
+    Program {
+        clif: text.to_string(),
+        functions: text.matches("\nfunction %").count(),
+        entries,
+        inputs,
+        family_pairs: 0,
+        linkages: Vec::new(),
+    }
+}
