@@ -262,3 +262,66 @@ fn same_value(a: &HoleValue, b: &HoleValue) -> bool {
         | (HoleValue::Callee { .. }, _) => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature, UserFuncName};
+    use cranelift_codegen::isa::CallConv;
+    use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+
+    /// `f(x) = x + k`.
+    fn add_const(k: i64) -> Function {
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I64));
+        let mut func = Function::with_name_signature(UserFuncName::testcase("f"), sig);
+        let mut ctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+        let block = b.create_block();
+        b.append_block_params_for_function_params(block);
+        b.switch_to_block(block);
+        b.seal_block(block);
+        let x = b.block_params(block)[0];
+        let c = b.ins().iconst(types::I64, k);
+        let y = b.ins().iadd(x, c);
+        b.ins().return_(&[y]);
+        b.finalize(cranelift_codegen::isa::TargetFrontendConfig {
+            default_call_conv: CallConv::SystemV,
+            pointer_width: target_lexicon::PointerWidth::U64,
+            page_size_align_log2: 12,
+        });
+        func
+    }
+
+    /// A policy that makes holes of the constants 7 and 9 only.
+    struct Some;
+    impl CallTargets for Some {
+        const MAKES_HOLES: bool = true;
+        fn call_target(&self, _: &Function, _: FuncRef) -> CallTarget {
+            CallTarget::Name
+        }
+        fn is_hole(&self, _: &Function, _: Inst, site: HoleSite) -> bool {
+            matches!(site, HoleSite::Constant(7 | 9))
+        }
+    }
+
+    fn encode(func: &Function, policy: &Some) -> Vec<Token> {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+        let mut tokens = Vec::new();
+        Encoder::new(func, &target, policy).encode_all(&mut tokens);
+        tokens
+    }
+
+    #[test]
+    fn a_constant_never_encodes_as_a_hole() {
+        // Every 64-bit value is some constant's bits, the placeholder's included: a
+        // constant that is not a hole must still differ from a hole at the same place.
+        let placeholder = 0xC1F0_0000_0000_0005u64 as i64;
+        let hole = encode(&add_const(7), &Some);
+        let value = encode(&add_const(placeholder), &Some);
+        assert_ne!(hole, value);
+        // And a hole is a hole: two hole values encode the same.
+        assert_eq!(hole, encode(&add_const(9), &Some));
+    }
+}
