@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_entity::packed_option::ReservedValue;
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use rayon::prelude::*;
 
@@ -167,7 +168,11 @@ pub fn compile_bodies(
     Ok(compiled)
 }
 
-/// `func` with every external name replaced by its symbol number.
+/// `func` with every external name replaced by its symbol number, except libcalls and
+/// well-known symbols: those stay as they are, so that relocations name them as Cranelift
+/// does (`ModuleRelocTarget::LibCall`, `KnownSymbol`) and the module they are defined in
+/// spells them with its own libcall names (`ceilf` for `%CeilF32` with
+/// `default_libcall_names()`), exactly as in an unmerged object.
 fn symbolized(
     mut func: ir::Function,
     called: &BTreeSet<FuncName>,
@@ -184,6 +189,12 @@ fn symbolized(
         {
             continue;
         }
+        if matches!(
+            func.dfg.ext_funcs[fref].name,
+            ExternalName::LibCall(_) | ExternalName::KnownSymbol(_)
+        ) {
+            continue;
+        }
         let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
         let sig = func.dfg.signatures[func.dfg.ext_funcs[fref].signature].clone();
         symbols.signatures.entry(name.clone()).or_insert(sig);
@@ -195,6 +206,15 @@ fn symbolized(
     }
     let gvs: Vec<ir::GlobalValue> = func.global_values.keys().collect();
     for gv in gvs {
+        let GlobalValueData::Symbol { name, tls, .. } = &func.global_values[gv] else {
+            continue;
+        };
+        if matches!(
+            name,
+            ExternalName::LibCall(_) | ExternalName::KnownSymbol(_)
+        ) {
+            continue;
+        }
         let GlobalValueData::Symbol { name, tls, .. } = &func.global_values[gv] else {
             continue;
         };
@@ -260,8 +280,9 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
     }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
-    // `FunctionOffset` relocations name this placeholder id; definition replaces it.
-    let placeholder = FuncId::from_u32(u32::MAX);
+    // `FunctionOffset` relocations name "no function" (the reserved id, which no module
+    // hands out); definition replaces it with the body's own id.
+    let placeholder = FuncId::reserved_value();
     let relocs = code
         .buffer
         .relocs()

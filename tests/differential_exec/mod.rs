@@ -214,7 +214,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .arg(&exe)
                     .arg(&harness)
                     .arg(&lib)
-                    .arg(format!("-Wl,-rpath,{}", dir.display())),
+                    .arg(format!("-Wl,-rpath,{}", dir.display()))
+                    .arg("-lm"),
             )?;
         }
         Output::Executable => {
@@ -223,7 +224,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .args(["-O1", "-fno-omit-frame-pointer", "-no-pie", "-o"])
                     .arg(&exe)
                     .arg(&harness)
-                    .arg(&object),
+                    .arg(&object)
+                    .arg("-lm"),
             )?;
         }
         Output::Jit => unreachable!(),
@@ -395,6 +397,14 @@ pub mod jit {
 
     type EntryFn = extern "C" fn(i64, i64, i64) -> i64;
 
+    extern "C" fn ceilf(x: f32) -> f32 {
+        x.ceil()
+    }
+
+    extern "C" fn floor(x: f64) -> f64 {
+        x.floor()
+    }
+
     #[inline(never)]
     fn call_entry(f: EntryFn, a: i64, b: i64, flags: u32) -> (i64, u64) {
         let mut mem = [0u64; 32];
@@ -428,7 +438,11 @@ pub mod jit {
             ],
         )
         .map_err(|e| e.to_string())?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        // The libcalls the fixtures call by name, as an embedder provides them.
+        builder.symbol("ceilf", ceilf as *const u8);
+        builder.symbol("floor", floor as *const u8);
+        let mut module = JITModule::new(builder);
         let functions =
             clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
         let linkage_of = |name: &str| {
