@@ -215,9 +215,6 @@ fn symbolized(
         ) {
             continue;
         }
-        let GlobalValueData::Symbol { name, tls, .. } = &func.global_values[gv] else {
-            continue;
-        };
         let resolved = FuncName::of_external(&func, name);
         let user_name = if called.contains(&resolved) {
             UserExternalName::new(FUNCTION_NAMESPACE, symbols.function(&resolved))
