@@ -74,7 +74,16 @@ struct Tally {
 
 /// Build and run program `seed` in every configuration of `archs`; record what failed.
 fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
-    check_program(&gen::program(seed, shape), seed, archs, tally);
+    let program = gen::program(seed, shape);
+    // `CLIF_MERGE_DIFF_DUMP=DIR` keeps every generated module, to look at what it folds.
+    if let Ok(dir) = std::env::var("CLIF_MERGE_DIFF_DUMP") {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(
+            std::path::Path::new(&dir).join(format!("seed-{seed}.clif")),
+            gen::with_header(&program, seed),
+        );
+    }
+    check_program(&program, seed, archs, tally);
 }
 
 /// Build and run `program` (called `seed` in messages) in every configuration of `archs`.
@@ -155,7 +164,7 @@ const SHAPE: Shape = Shape {
 fn merged_builds_behave_as_unmerged_in_every_configuration() {
     let archs = architectures();
     let tally = Tally::default();
-    for seed in 1..=3 {
+    for seed in 1..=10 {
         check_seed(seed, SHAPE, &archs, &tally);
     }
     eprintln!("differential: {}", report(&tally));

@@ -115,8 +115,6 @@ struct HolePolicy<'a, C: CallTargets> {
 }
 
 impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
-    /// A reference to oneself that is not a hole names the function: the shared body is
-    /// none of its members, so "itself" would mean the first member in every member's copy.
     fn call_target(&self, func: &Function, callee: FuncRef) -> CallTarget {
         by_name_for_self(self.base.call_target(func, callee))
     }
@@ -295,8 +293,8 @@ mod tests {
     }
 
     /// A policy that makes holes of the constants 7 and 9 only.
-    struct Some;
-    impl CallTargets for Some {
+    struct SevenAndNine;
+    impl CallTargets for SevenAndNine {
         const MAKES_HOLES: bool = true;
         fn call_target(&self, _: &Function, _: FuncRef) -> CallTarget {
             CallTarget::Name
@@ -306,7 +304,7 @@ mod tests {
         }
     }
 
-    fn encode(func: &Function, policy: &Some) -> Vec<Token> {
+    fn encode(func: &Function, policy: &SevenAndNine) -> Vec<Token> {
         let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
         let mut tokens = Vec::new();
         Encoder::new(func, &target, policy).encode_all(&mut tokens);
@@ -318,10 +316,10 @@ mod tests {
         // Every 64-bit value is some constant's bits, the placeholder's included: a
         // constant that is not a hole must still differ from a hole at the same place.
         let placeholder = 0xC1F0_0000_0000_0005u64 as i64;
-        let hole = encode(&add_const(7), &Some);
-        let value = encode(&add_const(placeholder), &Some);
+        let hole = encode(&add_const(7), &SevenAndNine);
+        let value = encode(&add_const(placeholder), &SevenAndNine);
         assert_ne!(hole, value);
         // And a hole is a hole: two hole values encode the same.
-        assert_eq!(hole, encode(&add_const(9), &Some));
+        assert_eq!(hole, encode(&add_const(9), &SevenAndNine));
     }
 }

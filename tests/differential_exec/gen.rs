@@ -364,11 +364,12 @@ impl<'a> Writer<'a> {
         MEMFLAGS[i]
     }
 
-    /// A memory offset in the harness's buffer (multiple of 8, at most 232).
+    /// A memory offset in the harness's buffer (multiple of 8, at most 232: 240 and 248
+    /// hold the frame observations, which the harness turns into distances).
     fn offset(&mut self) -> i64 {
         let o = self.rng.below(30) as i64 * 8;
         if self.site(Site::Offset) {
-            o + 8
+            (o + 8) % 240
         } else {
             o
         }
