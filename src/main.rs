@@ -234,11 +234,8 @@ fn run(cli: &Cli) -> Result<(), String> {
     let start = Instant::now();
     let files = read::expand_inputs(&cli.inputs).map_err(|e| e.to_string())?;
     progress.phase("reading", Some(files.len() as u64));
-    let mut parsed: Vec<ParsedFunction> = Vec::new();
-    for file in &files {
-        parsed.extend(read::read_file(file).map_err(|e| e.to_string())?);
-        progress.inc();
-    }
+    let mut parsed: Vec<ParsedFunction> =
+        read::read_files(&files, || progress.inc()).map_err(|e| e.to_string())?;
     if parsed.is_empty() {
         let names: Vec<String> = cli.inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(read::ReadError::Empty(names.join(", ")).to_string());

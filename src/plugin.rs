@@ -63,11 +63,13 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use cranelift_codegen::ir::{Function, UserFuncName};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::CompiledCode;
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Module as CraneliftModule};
+use cranelift_module::{FuncId, Module as CraneliftModule, ModuleDeclarations};
 use cranelift_object::{ObjectModule, ObjectProduct};
 
 use crate::emit::define::{define_all, AliasStyle, Naming};
@@ -114,6 +116,12 @@ pub enum PluginError {
     /// Compiling or defining failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// The thread pool asked for could not be built.
+    #[error("building the thread pool: {0}")]
+    ThreadPool(String),
+    /// The wrapped module failed after everything was defined (finalizing a JIT).
+    #[error("{0}")]
+    Module(String),
 }
 
 /// Collects a compiler's functions, merges equal ones, and defines them in its module.
@@ -125,6 +133,7 @@ pub struct FunctionMerger {
     ids: HashSet<FuncId>,
     unnamed_addr: HashSet<FuncId>,
     similar: Option<SimilarOptions>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// The result of [`FunctionMerger::define_in_object`] or [`FunctionMerger::define_in_jit`].
@@ -134,6 +143,8 @@ pub struct Merged {
     ids: Vec<FuncId>,
     aliases: Vec<(FuncId, FuncId, Linkage)>,
     style: AliasStyle,
+    /// What Cranelift said about each compiled body, by the id it is defined under.
+    code: HashMap<FuncId, Arc<CompiledCode>>,
     /// What was compiled and written.
     pub summary: EmitSummary,
 }
@@ -152,7 +163,22 @@ impl FunctionMerger {
             ids: HashSet::new(),
             unnamed_addr: HashSet::new(),
             similar: None,
+            pool: None,
         })
+    }
+
+    /// Merge and compile on `pool` (by default, rayon's global pool).
+    pub fn with_thread_pool(mut self, pool: std::sync::Arc<rayon::ThreadPool>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Run `work` on the chosen thread pool.
+    fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        match &self.pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
     }
 
     /// Also merge functions that differ only in integer constants, memory offsets and
@@ -234,14 +260,25 @@ impl FunctionMerger {
     /// Merge and define every function added in `module`. Call
     /// [`Merged::finish_object`] on the product of `module.finish()` to point the aliases.
     pub fn define_in_object(self, module: &mut ObjectModule) -> Result<Merged, PluginError> {
-        self.define(module, AliasStyle::PatchedSymbol)
+        self.define_in(module, AliasStyle::PatchedSymbol)
     }
 
     /// Merge and define every function added in `module`. A JIT has no aliases: a folded
     /// function that would be an alias gets a single-jump thunk, so that every id the
     /// compiler declared can be finalized and called.
     pub fn define_in_jit(self, module: &mut JITModule) -> Result<Merged, PluginError> {
-        self.define(module, AliasStyle::Thunk)
+        self.define_in(module, AliasStyle::Thunk)
+    }
+
+    /// Merge and define in any module, aliases realised as `style`; errors name functions
+    /// as the module declared them.
+    pub(crate) fn define_in<M: CraneliftModule>(
+        self,
+        module: &mut M,
+        style: AliasStyle,
+    ) -> Result<Merged, PluginError> {
+        self.define(module, style)
+            .map_err(|e| with_declared_names(e, module.declarations()))
     }
 
     fn define<M: CraneliftModule>(
@@ -251,24 +288,17 @@ impl FunctionMerger {
     ) -> Result<Merged, PluginError> {
         let mut merge_module = self.merge_module(module)?;
         let mut ids: Vec<FuncId> = self.functions.iter().map(|(id, _)| *id).collect();
+        let isa = module.isa();
         if let Some(similar) = &self.similar {
-            let (rewritten, report) = merge_similar(
-                merge_module,
-                &self.target,
-                module.isa(),
-                &self.options,
-                similar,
-            );
+            let (rewritten, report) = self
+                .on_pool(|| merge_similar(merge_module, &self.target, isa, &self.options, similar));
             merge_module = declare_shared_bodies(module, rewritten, report.groups.len(), &mut ids)?;
         }
-        let plan = merge(&merge_module, &self.target, &self.options);
-        let (compiled, plan) = compile_and_fold(
-            &merge_module,
-            &plan,
-            module.isa(),
-            &self.options,
-            &self.emit,
-        )?;
+        let isa = module.isa();
+        let (compiled, plan) = self.on_pool(|| {
+            let plan = merge(&merge_module, &self.target, &self.options);
+            compile_and_fold(&merge_module, &plan, isa, &self.options, &self.emit)
+        })?;
         let defined = define_all(
             module,
             &merge_module,
@@ -288,6 +318,11 @@ impl FunctionMerger {
             .iter()
             .map(|&(f, alias, body)| (alias, body, merge_module.get(f).linkage))
             .collect();
+        let code = compiled
+            .bodies
+            .iter()
+            .filter_map(|(f, body)| Some((ids[f.as_u32() as usize], body.code.clone()?)))
+            .collect();
         let mut summary = defined.summary;
         summary.codegen_s = compiled.seconds;
         summary.plan = plan.clone();
@@ -297,6 +332,7 @@ impl FunctionMerger {
             ids,
             aliases,
             style,
+            code,
             summary,
         })
     }
@@ -334,6 +370,17 @@ impl Merged {
         }
     }
 
+    /// What `Context::compile` returned for the code that runs when `id` is called (the
+    /// kept body of its group, or its own): traps, call sites and exception handlers of
+    /// `try_call`, user stack maps and source locations, at offsets into that code, as a
+    /// compiler reads them for its trap tables, GC maps and line tables. `None` for a
+    /// function the merger was not given, and for merge-similar's thunks written directly
+    /// as machine code (they have no traps, calls or stack maps). The relocations inside
+    /// name clif-merge's own symbol numbers; the module holds the real ones.
+    pub fn compiled_code(&self, id: FuncId) -> Option<&CompiledCode> {
+        self.code.get(&self.body_of(id)).map(|code| &**code)
+    }
+
     /// Point every alias at its body's code in an object written by `ObjectModule::finish`.
     pub fn finish_object(&self, product: &mut ObjectProduct) {
         for &(alias, body, linkage) in &self.aliases {
@@ -359,8 +406,9 @@ fn declare_shared_bodies<M: CraneliftModule>(
     let first_body = rewritten.len() - count;
     let mut renamed: HashMap<FuncName, FuncName> = HashMap::new();
     for (f, m) in rewritten.iter().skip(first_body) {
+        // Anonymous: a shared body adds no name to the compiler's namespace.
         let id = module
-            .declare_function(&m.name.symbol(), Linkage::Local, &m.func.signature)
+            .declare_anonymous_function(&m.func.signature)
             .map_err(|e| EmitError::Object(format!("declaring {}: {e}", m.name)))?;
         debug_assert_eq!(f.as_u32() as usize, ids.len());
         ids.push(id);
@@ -382,6 +430,42 @@ fn declare_shared_bodies<M: CraneliftModule>(
             .map_err(|e| EmitError::Object(e.to_string()))?;
     }
     Ok(out)
+}
+
+/// `error` with every function the merger calls `u0:N` named as the module declared it.
+fn with_declared_names(error: PluginError, declarations: &ModuleDeclarations) -> PluginError {
+    let declared = |text: &str| -> String {
+        match FuncName::parse(text) {
+            Some(FuncName::User {
+                namespace: 0,
+                index,
+            }) => {
+                let id = FuncId::from_u32(index);
+                match declarations.get_functions().find(|(i, _)| *i == id) {
+                    Some((_, decl)) => decl.linkage_name(id).into_owned(),
+                    None => text.to_string(),
+                }
+            }
+            _ => text.to_string(),
+        }
+    };
+    match error {
+        PluginError::Emit(EmitError::Codegen { function, message }) => {
+            PluginError::Emit(EmitError::Codegen {
+                function: declared(&function),
+                message,
+            })
+        }
+        PluginError::Emit(EmitError::Module { context, source }) => {
+            let context = context
+                .split(' ')
+                .map(declared)
+                .collect::<Vec<_>>()
+                .join(" ");
+            PluginError::Emit(EmitError::Module { context, source })
+        }
+        other => other,
+    }
 }
 
 /// The name the merger gives a function declared as `id`.

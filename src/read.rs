@@ -233,13 +233,33 @@ pub fn read_file(path: &Path) -> Result<Vec<ParsedFunction>, ReadError> {
     parse_clif(&text, path)
 }
 
+/// Read and parse `files` in parallel (rayon), calling `on_file` after each. The functions
+/// come in file order, and the error is that of the first failing file in that order: the
+/// same result as reading them one by one.
+pub fn read_files(
+    files: &[PathBuf],
+    on_file: impl Fn() + Sync,
+) -> Result<Vec<ParsedFunction>, ReadError> {
+    use rayon::prelude::*;
+    let per_file: Vec<Result<Vec<ParsedFunction>, ReadError>> = files
+        .par_iter()
+        .map(|file| {
+            let functions = read_file(file);
+            on_file();
+            functions
+        })
+        .collect();
+    let mut functions = Vec::new();
+    for file in per_file {
+        functions.extend(file?);
+    }
+    Ok(functions)
+}
+
 /// Read every input, in order, and check that no name is defined twice.
 pub fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<ParsedFunction>, ReadError> {
     let files = expand_inputs(inputs)?;
-    let mut functions = Vec::new();
-    for file in &files {
-        functions.extend(read_file(file)?);
-    }
+    let functions = read_files(&files, || {})?;
     if functions.is_empty() {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ReadError::Empty(names.join(", ")));
@@ -264,31 +284,29 @@ pub fn check_unique_names(functions: &[ParsedFunction]) -> Result<(), ReadError>
     Ok(())
 }
 
-/// Run Cranelift's verifier on every function.
+/// Run Cranelift's verifier on every function, in parallel; the error is that of the
+/// first failing function in order.
 pub fn verify_all<'a>(
     functions: &[ParsedFunction],
-    fisa: impl Into<FlagsOrIsa<'a>> + Copy,
+    fisa: impl Into<FlagsOrIsa<'a>> + Copy + Sync,
 ) -> Result<(), ReadError> {
-    for f in functions {
-        if let Some(message) = unchecked_by_cranelift(&f.func) {
-            return Err(ReadError::Verify {
-                place: f.place(),
-                name: FuncName::of_function(&f.func).to_string(),
-                message,
-            });
-        }
-        let verified =
+    use rayon::prelude::*;
+    let failure = |f: &ParsedFunction| -> Option<ReadError> {
+        let message = unchecked_by_cranelift(&f.func).or_else(|| {
             crate::guard::unpanicked(|| verify_function(&f.func, fisa).map_err(|e| e.to_string()))
-                .unwrap_or_else(|message| Err(format!("- the verifier failed: {message}")));
-        if let Err(message) = verified {
-            return Err(ReadError::Verify {
-                place: f.place(),
-                name: FuncName::of_function(&f.func).to_string(),
-                message,
-            });
-        }
+                .unwrap_or_else(|message| Err(format!("- the verifier failed: {message}")))
+                .err()
+        })?;
+        Some(ReadError::Verify {
+            place: f.place(),
+            name: FuncName::of_function(&f.func).to_string(),
+            message,
+        })
+    };
+    match functions.par_iter().find_map_first(failure) {
+        Some(error) => Err(error),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// What Cranelift assumes instead of checking, as a verifier error: the parser accepts

@@ -365,3 +365,33 @@ fn expected_functions_are_folded() {
         assert!(sa.1 > 5 && sb.1 > 5, "{a} and {b} are bodies, not thunks");
     }
 }
+
+/// `examples/drop_in.rs`: a compiler written against `impl cranelift_module::Module` runs
+/// unchanged on `MergingModule<JITModule>`, gets the same results, and compiles fewer
+/// bodies.
+#[test]
+fn drop_in_example_runs_unchanged_with_the_wrapper() {
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .arg("run")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .args(["--example", "drop_in"]);
+    if !cfg!(debug_assertions) {
+        cargo.arg("--release");
+    }
+    let output = check("cargo run --example drop_in", cargo.output().unwrap());
+    let stdout = text(output.stdout);
+    let stderr = text(output.stderr);
+    assert!(
+        stdout.contains("same results with and without merging"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("pair_u64(3) = 25"), "{stdout}");
+    // square_u64 and pair_u64 fold into square_i64 and pair_i64: 4 bodies for 6 functions.
+    assert!(
+        stderr.contains("6 functions, 4 bodies compiled"),
+        "{stderr}"
+    );
+}

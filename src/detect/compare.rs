@@ -1,4 +1,4 @@
-//! `FunctionComparator`: the seeds' total order over functions.
+//! `FunctionComparator`: LLVM's total order over functions.
 //!
 //! Both functions are encoded chunk by chunk ([`Encoder`]): the header, then each block of
 //! the CFG-ordered walk, then the trailer. The chunks are compared in lockstep and the first

@@ -7,7 +7,7 @@
 //! entity is replaced by its serial number, and two functions are ordered by comparing
 //! their sequences lexicographically. While two functions agree, both encodings have made
 //! the same choices, so at the first difference the two tokens mean the same kind of
-//! thing, and the order is exactly the seeds' lockstep order. Because each encoding
+//! thing, and the order is exactly LLVM's lockstep order. Because each encoding
 //! depends on one function only, the order is a total order by construction: reflexive,
 //! antisymmetric and transitive, including the self-reference rule (a call to oneself is a
 //! token of its own, not a pairing of the two functions, so it cannot break transitivity
@@ -104,7 +104,7 @@ impl Sink for Annotated {
 /// How a direct call's target is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallTarget {
-    /// The function calls itself (the seeds' self-reference rule).
+    /// The function calls itself (LLVM's self-reference rule).
     SelfCall,
     /// A callee the merger has put in an equivalence class: encoded by the class only.
     Class(u32),
@@ -214,7 +214,7 @@ enum State {
     Done,
 }
 
-/// Serial numbers in order of first appearance, the seeds' `sn_map`.
+/// Serial numbers in order of first appearance, LLVM's `sn_map`.
 struct Serials<K: cranelift_entity::EntityRef> {
     map: Vec<u32>, // serial + 1; 0 = not met yet
     next: u32,

@@ -1,6 +1,6 @@
 //! The structural hash: cheap, stable, and consistent with the comparator.
 //!
-//! As in LLVM's `FunctionComparator::functionHash` and the paper excerpt in the seeds, the
+//! As in LLVM's `FunctionComparator::functionHash` and the function-merging paper that builds on it, the
 //! hash looks only at the number of parameters, the blocks in CFG-walk order and the opcode
 //! of every instruction. Everything it reads is also part of the comparator's encoding, in
 //! the same walk order, so `compare(f, g) == Equal` implies `hash(f) == hash(g)`. Because

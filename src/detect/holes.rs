@@ -1,7 +1,7 @@
 //! The comparator's merge-similar mode: functions that are equal except for integer
 //! constants and direct call targets.
 //!
-//! The seeds' hash ignores constants and callees "which makes it useful when possibly
+//! LLVM's MergeFunctions design says its hash ignores constants and callees "which makes it useful when possibly
 //! merging functions which are the same modulo constants and call targets". This module
 //! is that comparison. A function is encoded exactly as the comparator encodes it
 //! ([`Encoder`]), except that the immediate of every `iconst`, the offset of every load and

@@ -7,10 +7,12 @@
 //! by function, so the output does not depend on the thread count.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
 use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::CompiledCode;
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use rayon::prelude::*;
@@ -88,6 +90,11 @@ pub struct CompiledBody {
     /// ([`super::reloc::is_call`]): only those may be sent to another body; any other
     /// relocation takes an address, which must stay the name's own.
     pub reloc_is_call: Vec<bool>,
+    /// Everything Cranelift said about the body (traps, call sites and exception
+    /// handlers, user stack maps, source locations, at offsets into `bytes`), as
+    /// `Context::compile` returns it; `None` for thunks written directly as machine code.
+    /// Its relocations name this crate's symbol numbers: `relocs` are the ones to use.
+    pub code: Option<Arc<CompiledCode>>,
 }
 
 impl CompiledBody {
@@ -102,6 +109,7 @@ impl CompiledBody {
             alignment,
             relocs,
             reloc_is_call,
+            code: None,
         }
     }
 
@@ -276,7 +284,7 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
         return Ok(CompiledBody::new(isa, thunk.bytes, 1, relocs));
     }
     let ctx = compiled_context(isa, func)?;
-    let code = ctx.compiled_code().expect("compiled above");
+    let code = ctx.compiled_code().expect("compiled above").clone();
     // `FunctionOffset` relocations name "no function" (the reserved id, which no module
     // hands out); definition replaces it with the body's own id.
     let placeholder = FuncId::reserved_value();
@@ -286,10 +294,12 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
         .iter()
         .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
         .collect();
-    Ok(CompiledBody::new(
+    let mut body = CompiledBody::new(
         isa,
         code.buffer.data().to_vec(),
         u64::from(code.buffer.alignment),
         relocs,
-    ))
+    );
+    body.code = Some(Arc::new(code));
+    Ok(body)
 }

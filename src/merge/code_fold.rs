@@ -3,7 +3,7 @@
 //! Some functions differ in their IR yet compile to the same machine code: a parameter
 //! nobody reads (`(i64, i64)` and `(i64, i64, i32)` under the same convention), alias
 //! regions that only steer optimization, callers of such functions. The comparator keeps
-//! them apart, rightly at the IR level (the seeds' rule: when unsure, different). After
+//! them apart, rightly at the IR level (LLVM's rule: when unsure, different). After
 //! code generation the question is simpler and exact: two bodies whose bytes are the same
 //! and whose relocations name the same symbols behave the same for every caller, which is
 //! why linkers fold them (lld's `--icf=all`). This pass does the same, so that clif-merge

@@ -1,4 +1,4 @@
-//! Finding the groups of equal functions: the seeds' worklist and tree, then class
+//! Finding the groups of equal functions: LLVM's worklist and tree, then class
 //! refinement over the call graph for what the tree cannot see (recursive cycles).
 //!
 //! **Shapes.** The tree compares functions by their encoding ([`Encoder`]) with direct
@@ -29,9 +29,9 @@
 //! The rest, the first function of a shared hash, are encoded when the pass is over. Which
 //! functions come first depends on the workers' timing, nothing else does.
 //!
-//! **Phase 1, the seeds' algorithm.** The functions that share their shape go through a
+//! **Phase 1, LLVM's algorithm.** The functions that share their shape go through a
 //! worklist, strong (not preemptible) definitions before preemptible ones, into a table of
-//! unique functions keyed by (shape, callees' classes). (The seeds keep a tree because
+//! unique functions keyed by (shape, callees' classes). (LLVM keeps a tree because
 //! their comparator only orders functions; this key is exact, so a hash table finds the
 //! equal one.) A function equal to one already in the table is folded into it. Folding G
 //! into F changes every caller of G (its calls now go to F), so those callers are taken out
@@ -40,7 +40,7 @@
 //! every level this way.
 //!
 //! Direct calls are encoded by the callee's current class: a call into the caller's own
-//! class is "a call to itself" (the seeds' self-reference rule), a call into another class
+//! class is "a call to itself" (LLVM's self-reference rule), a call into another class
 //! is that class. Calls to preemptible functions and to functions outside the module are
 //! encoded by name (in the shape): they are never redirected, so they must match exactly.
 //! The address of a local function whose address nobody compares is encoded by class like
@@ -831,7 +831,7 @@ pub(crate) struct Found {
     pub address_used: SecondaryMap<FuncIndex, bool>,
 }
 
-/// Phase 1: the seeds' worklist and table of unique functions.
+/// Phase 1: LLVM's worklist and table of unique functions.
 fn fold_in_tree(facts: &Facts, callers: &Callers, shapes: &Shapes, classes: &mut Classes) {
     let mut table = Table::new(shapes, shapes.shared.len());
     let strong_first = |list: &mut Vec<FuncIndex>| {

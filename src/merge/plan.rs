@@ -53,7 +53,7 @@ pub enum Body {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FoundBy {
-    /// The seeds' worklist and tree (identical, or identical once callees were folded).
+    /// LLVM's worklist and tree (identical, or identical once callees were folded).
     Tree,
     /// Class refinement over the call graph (mutually recursive cycles).
     Cycle,

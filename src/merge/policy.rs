@@ -1,4 +1,4 @@
-//! The decision table: what each folded function becomes. Checked against the seeds' rules
+//! The decision table: what each folded function becomes. Checked against the rules of LLVM's MergeFunctions design
 //! (LLVM's `mergeTwoFunctions` / `writeThunkOrAlias`) and kept apart from the code that
 //! emits, so that a reader can verify it in one place.
 //!
