@@ -11,6 +11,8 @@
 //! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
 //!   objects shows an FDE starting at every function whose code sets up a frame; with
 //!   `--set unwind_info=false` there is no `.eh_frame` at all.
+//! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
+//!   in `.pdata` per function with a frame (read back, not run).
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -364,6 +366,47 @@ fn every_function_with_a_frame_has_an_fde() {
                 "{context}: unwind_info=false still wrote .eh_frame"
             );
         }
+    }
+}
+
+/// Windows x64 (COFF): a `RUNTIME_FUNCTION` in `.pdata` for every function with a frame,
+/// and no `.eh_frame` (Cranelift makes Windows unwind information for Windows triples).
+/// Checked by reading the object; not run on Windows.
+#[test]
+fn windows_x64_objects_have_pdata() {
+    let dir = scratch("pdata");
+    for (i, (config, args)) in configurations().iter().enumerate() {
+        let obj = dir.join(format!("m{i}.o"));
+        clif_merge("x86_64-pc-windows-gnu", true, args, &[], &obj);
+        let bytes = std::fs::read(&obj).unwrap();
+        let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+        let data = file
+            .section_by_name(".text")
+            .unwrap()
+            .data()
+            .unwrap()
+            .to_vec();
+        let framed = file
+            .symbols()
+            // COFF symbols have no size: every defined function symbol, by address.
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .filter(|s| data[s.address() as usize..].starts_with(&[0x55]))
+            .map(|s| s.address())
+            .collect::<std::collections::BTreeSet<u64>>()
+            .len();
+        let pdata = file
+            .section_by_name(".pdata")
+            .unwrap_or_else(|| panic!("{config}: no .pdata"));
+        assert_eq!(
+            pdata.size(),
+            12 * framed as u64,
+            "{config}: one RUNTIME_FUNCTION per body with a frame"
+        );
+        assert!(
+            file.section_by_name(".xdata").is_some(),
+            "{config}: no .xdata"
+        );
+        assert!(file.section_by_name(".eh_frame").is_none(), "{config}");
     }
 }
 

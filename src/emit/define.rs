@@ -7,6 +7,12 @@
 //! Relocations of compiled bodies are renamed from our symbol numbers to the module's
 //! ids here, following the final plan: a call to a function whose calls are redirected
 //! goes to its group's body, and any reference to an erased function does too.
+//!
+//! Everything is defined as bytes (`define_function_bytes`), CLIF thunks included: they are
+//! compiled here rather than by `define_function`, so that the unwind information of every
+//! body that has any (kept bodies, copies, CLIF thunks) is collected in one
+//! [`super::unwind::Frames`] by defined id, for the object writer or the JIT to write or
+//! register. Single-jump thunks and empty alias placeholders have none.
 
 use std::collections::HashMap;
 
