@@ -119,7 +119,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let mut product = module.finish();
     if let Some(merged) = &merged {
-        merged.finish_object(&mut product); // point the aliases at their bodies
+        // point the aliases at their bodies, write the bodies' .eh_frame
+        merged.finish_object(&mut product)?;
     }
     let object_bytes = product.emit()?;
 

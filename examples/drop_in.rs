@@ -115,8 +115,9 @@ fn main() -> ExitCode {
         let jit = JITModule::new(JITBuilder::new(default_libcall_names())?);
         let mut wrapped = MergingModule::new(jit, MergeOptions::default())?;
         let ids = compile(&mut wrapped)?;
-        let (merged_jit, merged) = wrapped.finalize_definitions()?;
-        let got = run(&merged_jit, &ids);
+        let finalized = wrapped.finalize_definitions()?;
+        let (merged_jit, merged) = (&finalized.module, &finalized.merged);
+        let got = run(merged_jit, &ids);
 
         for line in &got {
             println!("{line}");

@@ -30,6 +30,11 @@ fn run(merge: bool) -> Result<(), Box<dyn std::error::Error>> {
         merger.define_in_jit(module)
     })?;
     module.finalize_definitions()?;
+    // Panics and exceptions can cross the merged code while `_frames` lives.
+    let frames = merged
+        .as_ref()
+        .map(|m| m.register_jit_frames(&module))
+        .transpose()?;
     common::print_summary(&mut std::io::stderr(), &names, merged.as_ref())?;
 
     for (name, id) in &names {
@@ -42,6 +47,7 @@ fn run(merge: bool) -> Result<(), Box<dyn std::error::Error>> {
             println!("{name}({x}) = {}", f(x));
         }
     }
+    drop(frames);
     // SAFETY: no pointer into the module's code is used after this.
     unsafe { module.free_memory() };
     Ok(())

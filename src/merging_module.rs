@@ -11,7 +11,8 @@
 //! - [`MergingModule::finish`] on an `ObjectModule` returns the `ObjectProduct` with every
 //!   alias already pointed at its body;
 //! - [`MergingModule::finalize_definitions`] on a `JITModule` defines and finalizes, after
-//!   which every declared id resolves with `get_finalized_function`;
+//!   which every declared id resolves with `get_finalized_function` and the merged code's
+//!   unwind frames are registered ([`FinalizedJit::frames`]);
 //! - [`MergingModule::define_all`] does it for any other `M: Module` (folded ids that would
 //!   be aliases are single-jump thunks there: every id is defined).
 //!
@@ -33,6 +34,7 @@ use cranelift_module::{
 use cranelift_object::{ObjectModule, ObjectProduct};
 
 use crate::emit::define::AliasStyle;
+use crate::emit::unwind::JitFrames;
 use crate::merge::similar::SimilarOptions;
 use crate::merge::MergeOptions;
 use crate::plugin::{FunctionMerger, Merged, PluginError};
@@ -102,20 +104,37 @@ impl MergingModule<ObjectModule> {
     pub fn finish(self) -> Result<(ObjectProduct, Merged), PluginError> {
         let (inner, merged) = self.define(AliasStyle::PatchedSymbol)?;
         let mut product = inner.finish();
-        merged.finish_object(&mut product);
+        merged.finish_object(&mut product)?;
         Ok((product, merged))
     }
 }
 
+/// A finalized JIT: the module, what the merger did, and the registered unwind frames.
+pub struct FinalizedJit {
+    /// The module: every declared id resolves with `get_finalized_function`.
+    pub module: JITModule,
+    /// What became of each id.
+    pub merged: Merged,
+    /// The frames of the merged code, registered with this process's unwinder so that a
+    /// panic or an exception can cross them; keep it as long as the code may run
+    /// (dropping it deregisters them).
+    pub frames: JitFrames,
+}
+
 impl MergingModule<JITModule> {
-    /// Merge, compile, define and finalize: every declared id then resolves with
-    /// `JITModule::get_finalized_function`.
-    pub fn finalize_definitions(self) -> Result<(JITModule, Merged), PluginError> {
-        let (mut inner, merged) = self.define(AliasStyle::Thunk)?;
-        inner
+    /// Merge, compile, define, finalize and register the unwind frames: every declared id
+    /// then resolves with `JITModule::get_finalized_function`.
+    pub fn finalize_definitions(self) -> Result<FinalizedJit, PluginError> {
+        let (mut module, merged) = self.define(AliasStyle::Thunk)?;
+        module
             .finalize_definitions()
             .map_err(|e| PluginError::Module(e.to_string()))?;
-        Ok((inner, merged))
+        let frames = merged.register_jit_frames(&module)?;
+        Ok(FinalizedJit {
+            module,
+            merged,
+            frames,
+        })
     }
 }
 

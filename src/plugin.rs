@@ -17,6 +17,12 @@
 //! constants, offsets and callees share a body that the merger declares in the module as a
 //! local function; the compiler's own ids all stay functions (thunks into that body).
 //!
+//! Unwind information: the merger defines every body as bytes, so neither
+//! cranelift-object's `unwind_info` option nor anything in cranelift-jit covers them.
+//! [`Merged::finish_object`] writes their `.eh_frame`, and in a JIT
+//! [`Merged::register_jit_frames`], called after `finalize_definitions()`, registers their
+//! frames, so that exceptions and panics cross merged code ([`crate::emit::unwind`]).
+//!
 //! ```
 //! use clif_merge::plugin::FunctionMerger;
 //! use clif_merge::MergeOptions;
@@ -57,7 +63,7 @@
 //! let merged = merger.define_in_object(&mut module).unwrap();
 //! assert_eq!(merged.plan().folded_count(), 1);
 //! let mut product = module.finish();
-//! merged.finish_object(&mut product);
+//! merged.finish_object(&mut product).unwrap();
 //! let bytes = product.emit().unwrap();
 //! assert!(!bytes.is_empty());
 //! ```
@@ -73,6 +79,7 @@ use cranelift_module::{FuncId, Module as CraneliftModule, ModuleDeclarations};
 use cranelift_object::{ObjectModule, ObjectProduct};
 
 use crate::emit::define::{define_all, AliasStyle, Naming};
+use crate::emit::unwind::{Frames, JitFrames};
 use crate::emit::{compile_and_fold, EmitError, EmitOptions, EmitSummary};
 use crate::merge::similar::{merge_similar, SimilarOptions};
 use crate::merge::{merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
@@ -143,6 +150,7 @@ pub struct Merged {
     ids: Vec<FuncId>,
     aliases: Vec<(FuncId, FuncId, Linkage)>,
     style: AliasStyle,
+    frames: Frames,
     /// What Cranelift said about each compiled body, by the id it is defined under.
     code: HashMap<FuncId, Arc<CompiledCode>>,
     /// What was compiled and written.
@@ -332,6 +340,7 @@ impl FunctionMerger {
             ids,
             aliases,
             style,
+            frames: defined.frames,
             code,
             summary,
         })
@@ -381,13 +390,34 @@ impl Merged {
         self.code.get(&self.body_of(id)).map(|code| &**code)
     }
 
-    /// Point every alias at its body's code in an object written by `ObjectModule::finish`.
-    pub fn finish_object(&self, product: &mut ObjectProduct) {
+    /// Finish an object written by `ObjectModule::finish`: point every alias at its body's
+    /// code, and write the unwind information of every body the merger defined
+    /// (`.eh_frame`; [`crate::emit::unwind`]) unless Cranelift's `unwind_info` setting is
+    /// off. The merger defines bodies as bytes, which cranelift-object's own `unwind_info`
+    /// option does not cover; functions the compiler defined itself keep whatever that
+    /// option gives them.
+    pub fn finish_object(&self, product: &mut ObjectProduct) -> Result<(), EmitError> {
         for &(alias, body, linkage) in &self.aliases {
             let target = product.function_symbol(body);
             let symbol = product.function_symbol(alias);
             crate::emit::object::point_alias(&mut product.object, symbol, target, linkage);
         }
+        let ObjectProduct {
+            object, functions, ..
+        } = product;
+        self.frames.write_object(object, |id| {
+            functions[id].expect("a defined function has a symbol").0
+        })
+    }
+
+    /// Register the frames of every body the merger defined in `module` with this
+    /// process's unwinder, so that a panic or an exception can cross them. Call it after
+    /// `module.finalize_definitions()` (cranelift-jit registers no unwind information of
+    /// its own) and keep the result as long as the code may run: dropping it deregisters
+    /// the frames.
+    pub fn register_jit_frames(&self, module: &JITModule) -> Result<JitFrames, EmitError> {
+        self.frames
+            .register_jit(|id| module.get_finalized_function(id))
     }
 }
 

@@ -93,7 +93,8 @@ fn every_jit_id_is_callable_after_finalizing() {
         define_affine(&mut m, "g", 3, 1).unwrap(),
         define_affine(&mut m, "h", 3, 2).unwrap(),
     ];
-    let (jit, merged) = m.finalize_definitions().unwrap();
+    let finalized = m.finalize_definitions().unwrap();
+    let (jit, merged) = (&finalized.module, &finalized.merged);
     assert_eq!(merged.body_of(ids[1]), ids[0]);
     for (id, c) in ids.iter().zip([1, 1, 2]) {
         // SAFETY: `fn(i64) -> i64` in the host's default convention.

@@ -434,7 +434,7 @@ fn action_says_what_each_id_became_in_an_object() {
     assert_eq!(count(&merged, &all, Thunk), merged.summary.thunks);
 
     let mut product = module.finish();
-    merged.finish_object(&mut product);
+    merged.finish_object(&mut product).unwrap();
     let bytes = product.emit().unwrap();
     let file = object::File::parse(&*bytes).unwrap();
     let symbol = |name: &str| {
@@ -531,7 +531,7 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
     }
     let merged = merger.define_in_object(&mut module).unwrap();
     let mut product = module.finish();
-    merged.finish_object(&mut product);
+    merged.finish_object(&mut product).unwrap();
     let bytes = product.emit().unwrap();
     let file = object::File::parse(&*bytes).unwrap();
     let defined: Vec<(String, bool)> = file

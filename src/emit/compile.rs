@@ -5,12 +5,17 @@
 //! level and only then defined in an `ObjectModule` or a `JITModule`, whose own ids are
 //! assigned in the final order. Bodies compile in parallel (rayon); the results are keyed
 //! by function, so the output does not depend on the thread count.
+//!
+//! Each body keeps, besides its bytes and relocations, Cranelift's unwind information
+//! ([`CompiledBody::unwind`]): bodies are defined as bytes, and cranelift-object and
+//! cranelift-jit write no unwind information for bytes, so [`super::unwind`] writes it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
+use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::CompiledCode;
 use cranelift_entity::packed_option::ReservedValue;
@@ -90,6 +95,9 @@ pub struct CompiledBody {
     /// ([`super::reloc::is_call`]): only those may be sent to another body; any other
     /// relocation takes an address, which must stay the name's own.
     pub reloc_is_call: Vec<bool>,
+    /// Cranelift's unwind information for the code (`CompiledCode::create_unwind_info`):
+    /// `None` for thunks written as bytes, which have no frame ([`super::unwind`]).
+    pub unwind: Option<UnwindInfo>,
     /// Everything Cranelift said about the body (traps, call sites and exception
     /// handlers, user stack maps, source locations, at offsets into `bytes`), as
     /// `Context::compile` returns it; `None` for thunks written directly as machine code.
@@ -98,7 +106,13 @@ pub struct CompiledBody {
 }
 
 impl CompiledBody {
-    fn new(isa: &dyn TargetIsa, bytes: Vec<u8>, alignment: u64, relocs: Vec<ModuleReloc>) -> Self {
+    fn new(
+        isa: &dyn TargetIsa,
+        bytes: Vec<u8>,
+        alignment: u64,
+        relocs: Vec<ModuleReloc>,
+        unwind: Option<UnwindInfo>,
+    ) -> Self {
         let arch = isa.triple().architecture;
         let reloc_is_call = relocs
             .iter()
@@ -109,6 +123,7 @@ impl CompiledBody {
             alignment,
             relocs,
             reloc_is_call,
+            unwind,
             code: None,
         }
     }
@@ -281,7 +296,7 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
                 addend,
             });
         }
-        return Ok(CompiledBody::new(isa, thunk.bytes, 1, relocs));
+        return Ok(CompiledBody::new(isa, thunk.bytes, 1, relocs, None));
     }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above").clone();
@@ -294,11 +309,15 @@ fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, 
         .iter()
         .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
         .collect();
+    let unwind = code
+        .create_unwind_info(isa)
+        .map_err(|e| format!("unwind information: {e:?}"))?;
     let mut body = CompiledBody::new(
         isa,
         code.buffer.data().to_vec(),
         u64::from(code.buffer.alignment),
         relocs,
+        unwind,
     );
     body.code = Some(Arc::new(code));
     Ok(body)

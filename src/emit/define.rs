@@ -7,10 +7,18 @@
 //! Relocations of compiled bodies are renamed from our symbol numbers to the module's
 //! ids here, following the final plan: a call to a function whose calls are redirected
 //! goes to its group's body, and any reference to an erased function does too.
+//!
+//! Everything is defined as bytes (`define_function_bytes`), CLIF thunks included: they are
+//! compiled here rather than by `define_function`, so that the unwind information of every
+//! body that has any (kept bodies, copies, CLIF thunks) is collected in one
+//! [`super::unwind::Frames`] by defined id, for the object writer or the JIT to write or
+//! register. Single-jump thunks and empty alias placeholders have none.
 
 use std::collections::HashMap;
 
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir;
+use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::CallConv;
 use cranelift_module::{
     DataId, FuncId, Linkage as ModuleLinkage, Module as CraneliftModule, ModuleReloc,
@@ -19,6 +27,7 @@ use cranelift_module::{
 
 use super::compile::{Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
 use super::thunk::{clif_thunk, jump_thunk};
+use super::unwind::Frames;
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
 use crate::names::FuncName;
@@ -53,6 +62,8 @@ pub struct Defined {
     pub ids: HashMap<FuncName, FuncId>,
     /// Aliases to point after `finish()`: (function, alias symbol id, body id).
     pub aliases: Vec<(FuncIndex, FuncId, FuncId)>,
+    /// Unwind information of every defined body, by id ([`super::unwind`]).
+    pub frames: Frames,
     /// Counts.
     pub summary: EmitSummary,
 }
@@ -238,6 +249,7 @@ pub fn define_all<M: CraneliftModule>(
         Job::Empty => 0,
     };
     jobs.sort_by_key(|(_, _, job)| std::cmp::Reverse(alignment(job)));
+    let mut frames = Frames::new(m.isa());
     for (f, id, job) in jobs {
         let mf = module.get(f);
         let context = || format!("defining {}", mf.name);
@@ -245,6 +257,7 @@ pub fn define_all<M: CraneliftModule>(
             Job::Code(code) | Job::Copy(code) => {
                 m.define_function_bytes(id, code.alignment, &code.bytes, &rename(code, id)?)
                     .map_err(|e| module_error(context(), e))?;
+                frames.add(id, code.bytes.len(), code.unwind.as_ref());
                 if matches!(job, Job::Copy(_)) {
                     summary.copied.push(f);
                 } else {
@@ -274,15 +287,16 @@ pub fn define_all<M: CraneliftModule>(
                     frontend,
                     tail_calls,
                 );
-                let mut ctx = cranelift_codegen::Context::for_function(func);
-                crate::guard::unpanicked(|| {
-                    m.define_function(id, &mut ctx)
-                        .map_err(|e| module_error(context(), e))
-                })
-                .map_err(|panic| EmitError::Codegen {
-                    function: mf.name.to_string(),
-                    message: format!("Cranelift failed on the thunk: {panic}"),
-                })??;
+                // Compiled here rather than by `define_function`, so that its unwind
+                // information is ours to write, like every other body's.
+                let (bytes, alignment, relocs, unwind) =
+                    compile_thunk(m.isa(), func, id).map_err(|message| EmitError::Codegen {
+                        function: mf.name.to_string(),
+                        message: format!("Cranelift failed on the thunk: {message}"),
+                    })?;
+                m.define_function_bytes(id, alignment, &bytes, &relocs)
+                    .map_err(|e| module_error(context(), e))?;
+                frames.add(id, bytes.len(), unwind.as_ref());
                 summary.thunks += 1;
             }
         }
@@ -309,8 +323,41 @@ pub fn define_all<M: CraneliftModule>(
     Ok(Defined {
         ids,
         aliases,
+        frames,
         summary,
     })
+}
+
+/// A CLIF thunk compiled for `isa`: its bytes, alignment, relocations (naming module ids,
+/// as `define_function` would) and unwind information.
+#[allow(clippy::type_complexity)]
+fn compile_thunk(
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    func: ir::Function,
+    id: FuncId,
+) -> Result<(Vec<u8>, u64, Vec<ModuleReloc>, Option<UnwindInfo>), String> {
+    let mut ctx = cranelift_codegen::Context::for_function(func);
+    crate::guard::unpanicked(|| {
+        ctx.compile(isa, &mut ControlPlane::default())
+            .map(|_| ())
+            .map_err(|e| format!("{:?}", e.inner))
+    })??;
+    let code = ctx.compiled_code().expect("compiled above");
+    let relocs = code
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+        .collect();
+    let unwind = code
+        .create_unwind_info(isa)
+        .map_err(|e| format!("unwind information: {e:?}"))?;
+    Ok((
+        code.buffer.data().to_vec(),
+        u64::from(code.buffer.alignment),
+        relocs,
+        unwind,
+    ))
 }
 
 /// The caller's id for a function named `u0:N`.

@@ -3,6 +3,12 @@
 //! The same plan as for an object: kept bodies compiled once, thunks where addresses must
 //! differ, erased functions gone. A JIT has no symbol aliases, so an alias resolves to its
 //! body's id: asking for an alias's pointer gives the kept function's code.
+//!
+//! cranelift-jit registers no unwind information, so after `finalize_definitions()` the
+//! frames of every defined body are registered with the process's unwinder
+//! ([`super::unwind::Frames::register_jit`]) and stay registered as long as the
+//! [`JitFunctions`] lives: a panic or a C++ exception thrown by a host function can cross
+//! the JIT code to a `catch_unwind` or `catch` outside.
 
 use std::collections::HashMap;
 
@@ -12,6 +18,7 @@ use cranelift_module::{default_libcall_names, FuncId};
 
 use super::compile_and_fold;
 use super::define::{define_all, AliasStyle, Naming};
+use super::unwind::JitFrames;
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
@@ -19,6 +26,8 @@ use crate::target::TargetInfo;
 
 /// A merged module compiled into executable memory.
 pub struct JitFunctions {
+    /// Declared first: deregistered before the module goes.
+    frames: JitFrames,
     module: JITModule,
     ids: HashMap<FuncName, FuncId>,
     /// What was defined; `summary.plan` is the final plan.
@@ -34,6 +43,11 @@ impl JitFunctions {
         self.ids
             .get(name)
             .map(|&id| self.module.get_finalized_function(id))
+    }
+
+    /// The frames registered with the unwinder ([`JitFrames::registrations`]).
+    pub fn frames(&self) -> &JitFrames {
+        &self.frames
     }
 }
 
@@ -78,10 +92,14 @@ pub fn emit_jit(
         context: "finalizing the JIT module".into(),
         source: Box::new(e),
     })?;
+    let frames = defined
+        .frames
+        .register_jit(|id| jit.get_finalized_function(id))?;
     let mut summary = defined.summary;
     summary.codegen_s = compiled.seconds;
     summary.plan = final_plan;
     Ok(JitFunctions {
+        frames,
         module: jit,
         ids: defined.ids,
         summary,

@@ -6,7 +6,9 @@
 //! - [`jit`]: a `JITModule`, every name callable;
 //! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
 //! - [`reloc`]: which relocations are calls, per ISA;
-//! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF).
+//! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF);
+//! - [`unwind`]: unwind information of every defined body (`.eh_frame`, `.pdata`, JIT
+//!   frame registration), so exceptions and panics cross merged code.
 
 pub mod clif;
 pub mod compile;
@@ -15,6 +17,7 @@ pub mod jit;
 pub mod object;
 pub mod reloc;
 pub mod thunk;
+pub mod unwind;
 
 pub use object::{build_isa, emit_object, text_bytes, EmitError, EmitOptions, EmitSummary};
 

@@ -7,6 +7,11 @@
 //! imports that, after `finish()`, are pointed at the section, offset and size of the body
 //! they name, with the binding the linkage asks for (local for `Local`, hidden for
 //! `Hidden`, weak for `Preemptible`).
+//!
+//! Then the unwind information of every defined body is written ([`super::unwind`]):
+//! `.eh_frame` (and `.pdata`/`.xdata` for Windows x64), unless Cranelift's `unwind_info`
+//! setting is off. cranelift-object's own `unwind_info` option is left off: it covers only
+//! functions compiled through `define_function`, and every body here is defined as bytes.
 
 use std::time::Instant;
 
@@ -17,7 +22,7 @@ use cranelift_object::object::write::{Object, SymbolId, SymbolSection};
 use cranelift_object::object::{
     Object as _, ObjectSection as _, SectionKind, SymbolKind, SymbolScope,
 };
-use cranelift_object::{ObjectBuilder, ObjectModule};
+use cranelift_object::{ObjectBuilder, ObjectModule, ObjectProduct};
 
 use super::compile_and_fold;
 use super::define::{define_all, AliasStyle, Naming};
@@ -198,6 +203,14 @@ pub fn emit_object(
             module.get(f).linkage,
         );
     }
+    let ObjectProduct {
+        object: ref mut object_file,
+        ref functions,
+        ..
+    } = product;
+    defined.frames.write_object(object_file, |id| {
+        functions[id].expect("a defined function has a symbol").0
+    })?;
     let bytes = product
         .object
         .write()

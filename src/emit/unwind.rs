@@ -1,0 +1,456 @@
+//! Unwind information: how an exception or a panic crosses the functions clif-merge defines.
+//!
+//! Every body is defined with `Module::define_function_bytes` (the code is compiled before
+//! the module exists, see [`super::compile`]), and neither cranelift-object nor
+//! cranelift-jit writes or registers unwind information for bytes. So Cranelift's own unwind
+//! information (`CompiledCode::create_unwind_info`) is kept with each compiled body
+//! ([`super::compile::CompiledBody::unwind`]), collected per defined id while defining
+//! ([`Frames`]), and written here:
+//!
+//! - **Objects (ELF, and COFF with System V unwind info):** one `.eh_frame` section written
+//!   after `ObjectModule::finish()`, with one CIE (the ISA's) and one FDE per defined body:
+//!   every kept body, every copy, every CLIF thunk. This follows cranelift-object's own
+//!   `unwind.rs` (gimli's `FrameTable`, relocations against each function) with two
+//!   differences: FDEs locate their function pc-relative (`DW_EH_PE_pcrel | sdata4`, what
+//!   GCC and LLVM write) rather than with an absolute pointer, so the object links into a
+//!   shared library or a PIE without text relocations; and each relocation names the
+//!   function's section plus its offset rather than the function's symbol, so an exported
+//!   or preemptible function never needs a dynamic relocation in `.eh_frame`. An alias has
+//!   no FDE of its own: it is a second symbol at its body's address, and the body's FDE
+//!   covers that address.
+//! - **Windows x64 objects (COFF):** Cranelift makes `UnwindInfo::WindowsX64` for Windows
+//!   triples; each becomes an `UNWIND_INFO` in `.xdata` and a `RUNTIME_FUNCTION` in
+//!   `.pdata` (begin, end, unwind data, as image-relative `ADDR32NB` relocations). Windows
+//!   on arm64 (`WindowsArm64`) is not written; Mach-O is not written either (its
+//!   pc-relative relocations need subtractor pairs, which cranelift-object does not write
+//!   for `.eh_frame` either).
+//! - **JIT:** cranelift-jit 0.135.8 registers no unwind information at all (not even for
+//!   what it compiles itself), so after `finalize_definitions()` the FDEs are written with
+//!   the functions' final addresses (absolute pointers) into a buffer owned by a
+//!   [`JitFrames`] and registered with the unwinder's `__register_frame` (libgcc takes the
+//!   whole table, ended by a zero length; LLVM's libunwind takes one FDE per call: told apart
+//!   at run time as wasmtime does). Dropping the [`JitFrames`] deregisters them.
+//!
+//! All of it follows Cranelift's `unwind_info` setting (on by default): with
+//! `unwind_info=false` nothing is written or registered. Cranelift still hands out
+//! (empty, hence wrong) unwind information then, so the setting is checked here.
+//!
+//! **Thunks that are a single jump have no FDE** (`jmp rel32` on x86_64, `b imm26` on
+//! aarch64, and merge-similar's `mov`s followed by `jmp`, written as bytes by
+//! [`super::thunk`]): they make no call and do not touch the stack pointer, so no return
+//! address ever points into one. A synchronous unwinder (a C++ `throw`, a Rust panic) only
+//! looks up FDEs for return addresses of active calls and for its own frames; when a call
+//! goes through a thunk, the thunk's `jmp` has replaced it by the body before anything can
+//! throw, and the body returns straight to the thunk's caller, whose return address and FDE
+//! are the ones the unwinder finds. The `tests/unwind.rs` harness throws through thunks of
+//! every kind without an FDE for them. What a missing FDE does cost is asynchronous
+//! precision: libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no
+//! FDE for (after trying the signal-frame fallback, which recognises only the kernel's
+//! signal trampoline), so a profiler or a signal handler that samples the stack exactly
+//! while the PC is on a thunk's instructions sees the stack end there. The CIE's initial
+//! rules (x86_64: CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return
+//! address in `x30`) are exact at every instruction of such a thunk, so an empty FDE would
+//! fix that if it is ever wanted. CLIF thunks (a call and a return, or a `tail` thunk that
+//! sets up a frame) are compiled by Cranelift and have their FDE.
+
+use cranelift_codegen::isa::unwind::UnwindInfo;
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_module::FuncId;
+use cranelift_object::object::write::{
+    Object, Relocation as ObjectRelocation, SectionId, StandardSection, SymbolId, SymbolSection,
+};
+use cranelift_object::object::{
+    BinaryFormat, RelocationEncoding, RelocationFlags, RelocationKind, SectionKind,
+};
+use gimli::write::{
+    Address, CieId, CommonInformationEntry, EhFrame, EndianVec, FrameTable, RelocateWriter,
+    Relocation, RelocationTarget,
+};
+
+use super::EmitError;
+
+/// The unwind information of the functions defined in one module, by id.
+#[derive(Clone, Debug)]
+pub struct Frames {
+    /// Whether Cranelift's `unwind_info` setting is on.
+    enabled: bool,
+    /// The ISA's System V CIE, if it has one.
+    cie: Option<CommonInformationEntry>,
+    /// Little-endian target.
+    little_endian: bool,
+    /// Bytes in a pointer.
+    pointer_bytes: u8,
+    /// Each defined function with frame information: its id, its code's length, its info.
+    entries: Vec<(FuncId, u32, UnwindInfo)>,
+}
+
+impl Frames {
+    /// An empty table for functions compiled by `isa`.
+    pub fn new(isa: &dyn TargetIsa) -> Self {
+        let enabled = isa.flags().unwind_info();
+        Self {
+            enabled,
+            cie: if enabled {
+                isa.create_systemv_cie()
+            } else {
+                None
+            },
+            little_endian: isa.endianness() == cranelift_codegen::ir::Endianness::Little,
+            pointer_bytes: isa.pointer_bytes(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Record the unwind information of the function defined as `id`, `len` bytes long.
+    pub fn add(&mut self, id: FuncId, len: usize, info: Option<&UnwindInfo>) {
+        if let (true, Some(info)) = (self.enabled, info) {
+            self.entries.push((id, len as u32, info.clone()));
+        }
+    }
+
+    /// The ids that have unwind information, in the order defined.
+    pub fn ids(&self) -> impl Iterator<Item = FuncId> + '_ {
+        self.entries.iter().map(|(id, _, _)| *id)
+    }
+
+    fn system_v(
+        &self,
+    ) -> impl Iterator<Item = (FuncId, &cranelift_codegen::isa::unwind::systemv::UnwindInfo)> {
+        self.entries.iter().filter_map(|(id, _, info)| match info {
+            UnwindInfo::SystemV(s) => Some((*id, s)),
+            _ => None,
+        })
+    }
+
+    fn endian(&self) -> gimli::RunTimeEndian {
+        if self.little_endian {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        }
+    }
+
+    /// Write the unwind sections into `object`, finished by cranelift-object: `symbol_of`
+    /// gives the symbol each id was defined as.
+    pub fn write_object(
+        &self,
+        object: &mut Object<'static>,
+        symbol_of: impl Fn(FuncId) -> SymbolId,
+    ) -> Result<(), EmitError> {
+        if !self.enabled || self.entries.is_empty() {
+            return Ok(());
+        }
+        match object.format() {
+            BinaryFormat::Elf | BinaryFormat::Coff => {}
+            // Mach-O: pc-relative relocations in `__eh_frame` need subtractor pairs.
+            _ => return Ok(()),
+        }
+        self.write_eh_frame(object, &symbol_of)?;
+        if object.format() == BinaryFormat::Coff {
+            self.write_pdata(object, &symbol_of)?;
+        }
+        Ok(())
+    }
+
+    fn write_eh_frame(
+        &self,
+        object: &mut Object<'static>,
+        symbol_of: &impl Fn(FuncId) -> SymbolId,
+    ) -> Result<(), EmitError> {
+        let Some(mut cie) = self.cie.clone() else {
+            return Ok(());
+        };
+        if self.system_v().next().is_none() {
+            return Ok(());
+        }
+        cie.fde_address_encoding =
+            gimli::constants::DwEhPe(gimli::DW_EH_PE_pcrel.0 | gimli::DW_EH_PE_sdata4.0);
+        let mut table = FrameTable::default();
+        let cie_id: CieId = table.add_cie(cie);
+        // gimli's symbol numbers are indices into `targets`: (section symbol, offset).
+        let mut targets: Vec<(SymbolId, i64)> = Vec::new();
+        for (id, info) in self.system_v() {
+            let (section_symbol, offset) = section_relative(object, symbol_of(id))?;
+            let address = Address::Symbol {
+                symbol: targets.len(),
+                addend: 0,
+            };
+            targets.push((section_symbol, offset));
+            table.add_fde(cie_id, info.to_fde(address));
+        }
+        let mut eh_frame = EhFrame(Section {
+            writer: EndianVec::new(self.endian()),
+            relocations: Vec::new(),
+        });
+        table
+            .write_eh_frame(&mut eh_frame)
+            .map_err(|e| EmitError::Object(format!("writing .eh_frame: {e}")))?;
+        let EhFrame(Section {
+            writer,
+            relocations,
+        }) = eh_frame;
+        let section = object.section_id(StandardSection::EhFrame);
+        // Appended: a caller's own cranelift-object (plugin) may have written one already.
+        let base =
+            object.append_section_data(section, &writer.into_vec(), u64::from(self.pointer_bytes));
+        for r in relocations {
+            let RelocationTarget::Symbol(index) = r.target else {
+                continue; // gimli writes section offsets only for debug sections
+            };
+            let (symbol, offset) = targets[index];
+            let pe = r.eh_pe.unwrap_or(gimli::DW_EH_PE_absptr);
+            let kind = if pe.application() == gimli::DW_EH_PE_pcrel {
+                RelocationKind::Relative
+            } else {
+                RelocationKind::Absolute
+            };
+            object
+                .add_relocation(
+                    section,
+                    ObjectRelocation {
+                        offset: base + r.offset as u64,
+                        symbol,
+                        addend: r.addend + offset,
+                        flags: RelocationFlags::Generic {
+                            kind,
+                            encoding: RelocationEncoding::Generic,
+                            size: r.size * 8,
+                        },
+                    },
+                )
+                .map_err(|e| EmitError::Object(format!(".eh_frame relocation: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Windows x64: `.xdata` (one `UNWIND_INFO` each) and `.pdata` (one `RUNTIME_FUNCTION`
+    /// each).
+    fn write_pdata(
+        &self,
+        object: &mut Object<'static>,
+        symbol_of: &impl Fn(FuncId) -> SymbolId,
+    ) -> Result<(), EmitError> {
+        let windows: Vec<_> = self
+            .entries
+            .iter()
+            .filter_map(|(id, len, info)| match info {
+                UnwindInfo::WindowsX64(w) => Some((*id, *len, w)),
+                _ => None,
+            })
+            .collect();
+        if windows.is_empty() {
+            return Ok(());
+        }
+        let xdata = object.add_section(Vec::new(), b".xdata".to_vec(), SectionKind::ReadOnlyData);
+        let pdata = object.add_section(Vec::new(), b".pdata".to_vec(), SectionKind::ReadOnlyData);
+        let xdata_symbol = object.section_symbol(xdata);
+        let addr32nb = RelocationFlags::Coff {
+            typ: cranelift_object::object::pe::IMAGE_REL_AMD64_ADDR32NB,
+        };
+        for (id, len, info) in windows {
+            let mut buf = vec![0u8; info.emit_size()];
+            info.emit(&mut buf);
+            let unwind_offset = object.append_section_data(xdata, &buf, 4);
+            let entry = object.append_section_data(pdata, &[0u8; 12], 4);
+            let (symbol, offset) = section_relative(object, symbol_of(id))?;
+            for (field, symbol, addend) in [
+                (0, symbol, offset),
+                (4, symbol, offset + i64::from(len)),
+                (8, xdata_symbol, unwind_offset as i64),
+            ] {
+                object
+                    .add_relocation(
+                        pdata,
+                        ObjectRelocation {
+                            offset: entry + field,
+                            symbol,
+                            addend,
+                            flags: addr32nb,
+                        },
+                    )
+                    .map_err(|e| EmitError::Object(format!(".pdata relocation: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Register the FDEs of functions that are now at `address_of(id)` with this process's
+    /// unwinder. Call it after the JIT module's `finalize_definitions()`; keep the result as
+    /// long as the code may run (dropping it deregisters the frames).
+    pub fn register_jit(
+        &self,
+        address_of: impl Fn(FuncId) -> *const u8,
+    ) -> Result<JitFrames, EmitError> {
+        let mut frames = JitFrames {
+            buffer: Vec::new(),
+            registered: Vec::new(),
+        };
+        if !self.enabled {
+            return Ok(frames);
+        }
+        let Some(cie) = self.cie.clone() else {
+            return Ok(frames);
+        };
+        if self.system_v().next().is_none() {
+            return Ok(frames);
+        }
+        // Absolute addresses (the CIE's default encoding): the code does not move.
+        let mut table = FrameTable::default();
+        let cie_id = table.add_cie(cie);
+        for (id, info) in self.system_v() {
+            let address = Address::Constant(address_of(id) as u64);
+            table.add_fde(cie_id, info.to_fde(address));
+        }
+        let mut eh_frame = EhFrame(EndianVec::new(self.endian()));
+        table
+            .write_eh_frame(&mut eh_frame)
+            .map_err(|e| EmitError::Object(format!("writing .eh_frame: {e}")))?;
+        let mut bytes = eh_frame.0.into_vec();
+        // libgcc reads entries until one of length zero.
+        bytes.extend_from_slice(&[0; 4]);
+        // Aligned for the unwinder's word reads.
+        let mut buffer = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `buffer` has at least `bytes.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                buffer.as_mut_ptr().cast::<u8>(),
+                bytes.len(),
+            );
+        }
+        frames.buffer = buffer;
+        frames.register(bytes.len());
+        Ok(frames)
+    }
+}
+
+/// The section symbol of `symbol`'s section and `symbol`'s offset in it.
+fn section_relative(
+    object: &mut Object<'static>,
+    symbol: SymbolId,
+) -> Result<(SymbolId, i64), EmitError> {
+    let s = object.symbol(symbol);
+    let (section, value): (SectionId, u64) = match s.section {
+        SymbolSection::Section(section) => (section, s.value),
+        _ => {
+            return Err(EmitError::Object(format!(
+                "{} has unwind information but no code",
+                String::from_utf8_lossy(&s.name)
+            )))
+        }
+    };
+    Ok((object.section_symbol(section), value as i64))
+}
+
+struct Section {
+    writer: EndianVec<gimli::RunTimeEndian>,
+    relocations: Vec<Relocation>,
+}
+
+impl RelocateWriter for Section {
+    type Writer = EndianVec<gimli::RunTimeEndian>;
+
+    fn writer(&self) -> &Self::Writer {
+        &self.writer
+    }
+
+    fn writer_mut(&mut self) -> &mut Self::Writer {
+        &mut self.writer
+    }
+
+    fn relocate(&mut self, relocation: Relocation) {
+        self.relocations.push(relocation);
+    }
+}
+
+/// Frames of JIT code registered with this process's unwinder; dropping it deregisters
+/// them. It must live as long as the code may run or be unwound through.
+#[derive(Default)]
+pub struct JitFrames {
+    /// The `.eh_frame` bytes, 8-byte aligned.
+    buffer: Vec<u64>,
+    /// The addresses passed to `__register_frame`.
+    registered: Vec<usize>,
+}
+
+impl std::fmt::Debug for JitFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitFrames")
+            .field("registered", &self.registered.len())
+            .finish()
+    }
+}
+
+impl JitFrames {
+    /// How many registrations were made (libgcc: one for the whole table; libunwind: one
+    /// per FDE; none where unwind information is off or unsupported).
+    pub fn registrations(&self) -> usize {
+        self.registered.len()
+    }
+
+    #[cfg(unix)]
+    fn register(&mut self, len: usize) {
+        let start = self.buffer.as_ptr().cast::<u8>();
+        if using_libunwind() {
+            // One FDE per call: walk the entries, skip the CIE (the first), stop before
+            // the terminator.
+            let mut offset = 0usize;
+            while offset + 4 < len {
+                // SAFETY: `offset + 4 <= len` bytes of the buffer are initialised.
+                let entry_len = unsafe { start.add(offset).cast::<u32>().read_unaligned() };
+                if entry_len == 0 {
+                    break;
+                }
+                if offset != 0 {
+                    // SAFETY: an FDE of a table that lives as long as `self`.
+                    unsafe { __register_frame(start.add(offset)) };
+                    self.registered.push(start as usize + offset);
+                }
+                offset += entry_len as usize + 4;
+            }
+        } else {
+            // SAFETY: a whole table ended by a zero length, living as long as `self`.
+            unsafe { __register_frame(start) };
+            self.registered.push(start as usize);
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn register(&mut self, _len: usize) {
+        // Windows JITs register `RUNTIME_FUNCTION`s instead: not done (see the module docs).
+        self.buffer.clear();
+    }
+}
+
+impl Drop for JitFrames {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        for &p in self.registered.iter().rev() {
+            // SAFETY: registered by `register` from a buffer that is still alive.
+            unsafe { __deregister_frame(p as *const u8) };
+        }
+    }
+}
+
+#[cfg(unix)]
+extern "C" {
+    // libgcc: the start of a table of CIEs and FDEs ended by a zero length.
+    // LLVM's libunwind: one FDE.
+    fn __register_frame(fde: *const u8);
+    fn __deregister_frame(fde: *const u8);
+}
+
+/// Whether the process unwinds with LLVM's libunwind (which takes one FDE per
+/// `__register_frame`) rather than libgcc (a whole table): only libunwind has
+/// `__unw_add_dynamic_fde`. macOS always uses libunwind.
+#[cfg(unix)]
+fn using_libunwind() -> bool {
+    if cfg!(target_os = "macos") {
+        return true;
+    }
+    static USING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USING.get_or_init(|| {
+        // SAFETY: looking a symbol up by a NUL-terminated name.
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__unw_add_dynamic_fde".as_ptr()) }.is_null()
+    })
+}

@@ -1,0 +1,617 @@
+//! Unwind information (#12): exceptions and panics cross the code clif-merge writes.
+//!
+//! - `cxx_exceptions_cross_merged_code`: `fixtures/unwind/throw_through.clif` compiled by
+//!   the command line in every configuration (`--merge-functions disabled|trampolines|aliases`,
+//!   each with and without `--merge-similar`, and `--clif-thunks` for thunks with a frame),
+//!   linked with a C++ harness whose callback `cb` throws: PIC into a shared library, and
+//!   without PIC into a non-PIE executable. Every entry must return the same value as
+//!   unmerged, and the exception thrown for 13 must be caught by the harness (without
+//!   unwind information, `std::terminate`). x86_64 always; aarch64 when
+//!   `aarch64-linux-gnu-g++` and `qemu-aarch64` are installed.
+//! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
+//!   objects shows an FDE starting at every function whose code sets up a frame; with
+//!   `--set unwind_info=false` there is no `.eh_frame` at all.
+//! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
+//!   in `.pdata` per function with a frame (read back, not run).
+//! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
+//!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
+//!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
+//!   because a panic that finds no frame information aborts the process.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clif_merge::emit::jit::emit_jit;
+use clif_merge::emit::EmitOptions;
+use clif_merge::merge::similar::SimilarOptions;
+use clif_merge::merge::{Linkage as MergeLinkage, MergeMode, MergeOptions, Module as MergeModule};
+use clif_merge::names::FuncName;
+use clif_merge::plugin::FunctionMerger;
+use clif_merge::TargetInfo;
+use cranelift_codegen::ir::{types, ExternalName, Function, UserExternalName, UserFuncName};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind};
+
+const FIXTURE: &str = "fixtures/unwind/throw_through.clif";
+/// The argument for which the callback throws (or panics).
+const THROWS: i64 = 13;
+/// The argument for which every entry returns.
+const RETURNS: i64 = 1;
+/// `stp x29, x30, [sp, #-16]!`, how aarch64 functions set up a frame.
+const AARCH64_FRAME: &[u8] = &[0xfd, 0x7b, 0xbf, 0xa9];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("unwind")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn functions() -> Vec<Function> {
+    let text = std::fs::read_to_string(root().join(FIXTURE)).unwrap();
+    cranelift_reader::parse_functions(&text).unwrap()
+}
+
+/// The entries of the fixture (`; entry: %name`), with whether their parameter is `i32`.
+fn entries() -> Vec<(String, bool)> {
+    let text = std::fs::read_to_string(root().join(FIXTURE)).unwrap();
+    let funcs = functions();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("; entry: %"))
+        .map(|name| {
+            let name = name.trim().to_string();
+            let f = funcs
+                .iter()
+                .find(|f| f.name.to_string() == format!("%{name}"))
+                .unwrap_or_else(|| panic!("entry {name} is not in {FIXTURE}"));
+            let narrow = f.signature.params[0].value_type == types::I32;
+            (name, narrow)
+        })
+        .collect()
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+struct Arch {
+    triple: &'static str,
+    cxx: &'static str,
+    /// How to run its executables (empty: natively).
+    runner: Vec<&'static str>,
+    /// The first instruction of a function that sets up a frame.
+    frame_prologue: &'static [u8],
+}
+
+/// The architectures to test: x86_64, and aarch64 when its cross compiler and qemu exist.
+fn arches() -> Vec<Arch> {
+    let mut arches = Vec::new();
+    if cfg!(target_arch = "x86_64") {
+        arches.push(Arch {
+            triple: "x86_64-unknown-linux-gnu",
+            cxx: "g++",
+            runner: vec![],
+            frame_prologue: &[0x55], // push %rbp
+        });
+    }
+    if have("aarch64-linux-gnu-g++") && have("qemu-aarch64") {
+        arches.push(Arch {
+            triple: "aarch64-unknown-linux-gnu",
+            cxx: "aarch64-linux-gnu-g++",
+            runner: vec!["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"],
+            frame_prologue: AARCH64_FRAME,
+        });
+    } else {
+        eprintln!("skipping aarch64: needs aarch64-linux-gnu-g++ and qemu-aarch64 (Debian: g++-aarch64-linux-gnu, qemu-user)");
+    }
+    arches
+}
+
+/// Every configuration: its name and command-line options.
+fn configurations() -> Vec<(String, Vec<&'static str>)> {
+    let mut configs = Vec::new();
+    for mode in ["disabled", "trampolines", "aliases"] {
+        for similar in [false, true] {
+            let mut args = vec!["--merge-functions", mode];
+            if similar {
+                args.push("--merge-similar");
+            }
+            configs.push((args.join(" "), args));
+        }
+    }
+    for similar in [false, true] {
+        let mut args = vec!["--merge-functions", "trampolines", "--clif-thunks"];
+        if similar {
+            args.push("--merge-similar");
+        }
+        configs.push((args.join(" "), args));
+    }
+    configs
+}
+
+/// Compile the fixture with clif-merge into `out`.
+fn clif_merge(triple: &str, pic: bool, args: &[&str], extra: &[&str], out: &Path) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
+    cmd.arg(root().join(FIXTURE))
+        .args(["--target", triple, "-q", "-o"])
+        .arg(out)
+        .args(args)
+        .args(["--set", if pic { "is_pic=true" } else { "is_pic=false" }])
+        .args(extra);
+    run(&mut cmd);
+}
+
+/// The C++ harness: `cb` throws for [`THROWS`]; `main` calls every entry with
+/// [`RETURNS`] and [`THROWS`] and prints what happened.
+fn harness() -> String {
+    let mut s = String::from(
+        "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n\
+         struct Thrown { int64_t value; };\n\
+         extern \"C\" int64_t cb(int64_t x) {\n\
+         \x20 if (x == 13) throw Thrown{x};\n\
+         \x20 return x * 2 + 1;\n}\n\
+         template <class F> static void check(const char *name, F f) {\n\
+         \x20 std::printf(\"%s(1) = %lld\\n\", name, (long long)f(1));\n\
+         \x20 try {\n\
+         \x20   f(13);\n\
+         \x20   std::printf(\"%s(13) returned\\n\", name);\n\
+         \x20 } catch (const Thrown &t) {\n\
+         \x20   std::printf(\"%s(13) threw %lld, caught outside\\n\", name, (long long)t.value);\n\
+         \x20 }\n}\n",
+    );
+    let entries = entries();
+    for (name, narrow) in &entries {
+        let param = if *narrow { "int32_t" } else { "int64_t" };
+        s += &format!("extern \"C\" int64_t {name}({param});\n");
+    }
+    s += "int main() {\n";
+    for (name, narrow) in &entries {
+        let cast = if *narrow { "(int32_t)" } else { "" };
+        s += &format!("  check(\"{name}\", [](int64_t x) {{ return {name}({cast}x); }});\n");
+    }
+    s += "  return 0;\n}\n";
+    s
+}
+
+/// Every configuration must print what the first one (unmerged) printed: each entry's value
+/// for [`RETURNS`], and for [`THROWS`] the exception caught by the harness.
+fn check_output(reference: &str, got: &str, context: &str) {
+    for (name, _) in entries() {
+        let caught = format!("{name}({THROWS}) threw {THROWS}, caught outside");
+        assert!(
+            got.lines().any(|l| l == caught),
+            "{context}: {name} did not pass the exception to the harness:\n{got}"
+        );
+    }
+    assert_eq!(
+        reference, got,
+        "{context}: results differ from the unmerged build"
+    );
+}
+
+#[test]
+fn cxx_exceptions_cross_merged_code() {
+    if !have("g++") {
+        eprintln!("skipping: needs g++");
+        return;
+    }
+    for arch in arches() {
+        let dir = scratch(&format!("cxx-{}", arch.triple));
+        let source = dir.join("harness.cpp");
+        std::fs::write(&source, harness()).unwrap();
+        let mut reference: Option<String> = None;
+        for (pic, link) in [(true, "shared library"), (false, "non-PIE executable")] {
+            let main_o = dir.join(format!("harness-{pic}.o"));
+            let mut cc = Command::new(arch.cxx);
+            cc.args(["-O1", "-c"]).arg(&source).arg("-o").arg(&main_o);
+            cc.arg(if pic { "-fPIE" } else { "-fno-pie" });
+            run(&mut cc);
+            for (i, (config, args)) in configurations().iter().enumerate() {
+                let context = format!("{} {link}, {config}", arch.triple);
+                let obj = dir.join(format!("m{i}-{pic}.o"));
+                clif_merge(arch.triple, pic, args, &[], &obj);
+                let exe = dir.join(format!("run{i}-{pic}"));
+                if pic {
+                    let lib = dir.join(format!("libm{i}.so"));
+                    run(Command::new(arch.cxx)
+                        .arg("-shared")
+                        .arg(&obj)
+                        .arg("-o")
+                        .arg(&lib));
+                    run(Command::new(arch.cxx)
+                        .arg(&main_o)
+                        .arg(&lib)
+                        .arg(format!("-Wl,-rpath,{}", dir.display()))
+                        .arg("-o")
+                        .arg(&exe));
+                } else {
+                    run(Command::new(arch.cxx)
+                        .arg("-no-pie")
+                        .arg(&main_o)
+                        .arg(&obj)
+                        .arg("-o")
+                        .arg(&exe));
+                }
+                let mut cmd = match arch.runner.split_first() {
+                    Some((first, rest)) => {
+                        let mut c = Command::new(first);
+                        c.args(rest).arg(&exe);
+                        c
+                    }
+                    None => Command::new(&exe),
+                };
+                let out = cmd.output().unwrap();
+                let got = String::from_utf8_lossy(&out.stdout).into_owned();
+                assert!(
+                    out.status.success(),
+                    "{context}: the harness failed ({}), the exception was not caught:\n{got}{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let reference = reference.get_or_insert_with(|| got.clone());
+                check_output(reference, &got, &context);
+            }
+        }
+    }
+}
+
+/// FDE address ranges `readelf --debug-dump=frames` shows for `obj`.
+fn fde_ranges(obj: &Path) -> Vec<(u64, u64)> {
+    let out = run(Command::new("readelf").arg("--debug-dump=frames").arg(obj));
+    out.lines()
+        .filter(|l| l.contains(" FDE "))
+        .map(|l| {
+            let pc = l.split("pc=").nth(1).expect("an FDE line has pc=");
+            let (a, b) = pc.trim().split_once("..").unwrap();
+            (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_function_with_a_frame_has_an_fde() {
+    if !have("readelf") {
+        eprintln!("skipping: needs readelf");
+        return;
+    }
+    let mut triples = vec![Arch {
+        triple: "x86_64-unknown-linux-gnu",
+        cxx: "",
+        runner: vec![],
+        frame_prologue: &[0x55],
+    }];
+    triples.push(Arch {
+        triple: "aarch64-unknown-linux-gnu",
+        cxx: "",
+        runner: vec![],
+        frame_prologue: AARCH64_FRAME,
+    });
+    for arch in triples {
+        let dir = scratch(&format!("fde-{}", arch.triple));
+        for (i, (config, args)) in configurations().iter().enumerate() {
+            let context = format!("{} {config}", arch.triple);
+            let obj = dir.join(format!("m{i}.o"));
+            clif_merge(arch.triple, true, args, &[], &obj);
+            let bytes = std::fs::read(&obj).unwrap();
+            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+            let text = file.section_by_name(".text").unwrap();
+            let data = text.data().unwrap();
+            let fdes = fde_ranges(&obj);
+            let mut framed = 0;
+            for sym in file.symbols() {
+                if sym.kind() != SymbolKind::Text || sym.size() == 0 {
+                    continue;
+                }
+                let start = sym.address();
+                let code = &data[start as usize..(start + sym.size()) as usize];
+                if code.starts_with(arch.frame_prologue) {
+                    framed += 1;
+                    assert!(
+                        fdes.contains(&(start, start + sym.size())),
+                        "{context}: {} sets up a frame but has no FDE (FDEs: {fdes:x?})",
+                        sym.name().unwrap()
+                    );
+                }
+            }
+            assert!(framed > 0, "{context}: no function with a frame?");
+            // Every FDE starts at a function.
+            for (a, _) in &fdes {
+                assert!(
+                    file.symbols()
+                        .any(|s| s.kind() == SymbolKind::Text && s.address() == *a),
+                    "{context}: an FDE at {a:#x} starts at no function"
+                );
+            }
+            // `--set unwind_info=false` writes none.
+            let off = dir.join(format!("off{i}.o"));
+            clif_merge(
+                arch.triple,
+                true,
+                args,
+                &["--set", "unwind_info=false"],
+                &off,
+            );
+            let bytes = std::fs::read(&off).unwrap();
+            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+            assert!(
+                file.section_by_name(".eh_frame").is_none(),
+                "{context}: unwind_info=false still wrote .eh_frame"
+            );
+        }
+    }
+}
+
+/// Windows x64 (COFF): a `RUNTIME_FUNCTION` in `.pdata` for every function with a frame,
+/// and no `.eh_frame` (Cranelift makes Windows unwind information for Windows triples).
+/// Checked by reading the object; not run on Windows.
+#[test]
+fn windows_x64_objects_have_pdata() {
+    let dir = scratch("pdata");
+    for (i, (config, args)) in configurations().iter().enumerate() {
+        let obj = dir.join(format!("m{i}.o"));
+        clif_merge("x86_64-pc-windows-gnu", true, args, &[], &obj);
+        let bytes = std::fs::read(&obj).unwrap();
+        let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+        let data = file
+            .section_by_name(".text")
+            .unwrap()
+            .data()
+            .unwrap()
+            .to_vec();
+        let framed = file
+            .symbols()
+            // COFF symbols have no size: every defined function symbol, by address.
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .filter(|s| data[s.address() as usize..].starts_with(&[0x55]))
+            .map(|s| s.address())
+            .collect::<std::collections::BTreeSet<u64>>()
+            .len();
+        let pdata = file
+            .section_by_name(".pdata")
+            .unwrap_or_else(|| panic!("{config}: no .pdata"));
+        assert_eq!(
+            pdata.size(),
+            12 * framed as u64,
+            "{config}: one RUNTIME_FUNCTION per body with a frame"
+        );
+        assert!(
+            file.section_by_name(".xdata").is_some(),
+            "{config}: no .xdata"
+        );
+        assert!(file.section_by_name(".eh_frame").is_none(), "{config}");
+    }
+}
+
+// ---- JIT ----
+
+/// The payload of the callback's panic.
+#[derive(Debug, PartialEq)]
+struct Thrown(i64);
+
+extern "C-unwind" fn cb(x: i64) -> i64 {
+    if x == THROWS {
+        std::panic::panic_any(Thrown(x));
+    }
+    x * 2 + 1
+}
+
+/// Call the entry at `code` with `x`; `Err` with the payload when it panicked.
+fn call(code: *const u8, narrow: bool, x: i64) -> Result<i64, Box<dyn std::any::Any + Send>> {
+    std::panic::catch_unwind(|| {
+        if narrow {
+            // SAFETY: the fixture's `(i32 sext) -> i64 system_v` entries.
+            let f =
+                unsafe { std::mem::transmute::<*const u8, extern "C-unwind" fn(i32) -> i64>(code) };
+            f(x as i32)
+        } else {
+            // SAFETY: the fixture's `(i64) -> i64 system_v` entries.
+            let f =
+                unsafe { std::mem::transmute::<*const u8, extern "C-unwind" fn(i64) -> i64>(code) };
+            f(x)
+        }
+    })
+}
+
+/// Call every entry at `address_of(name)`; what each returned for [`RETURNS`], after
+/// checking that the panic for [`THROWS`] reached `catch_unwind` here.
+fn results(context: &str, address_of: impl Fn(&str) -> *const u8) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (name, narrow) in entries() {
+        let code = address_of(&name);
+        let value = call(code, narrow, RETURNS)
+            .unwrap_or_else(|_| panic!("{context}: {name}({RETURNS}) panicked"));
+        let payload =
+            call(code, narrow, THROWS).expect_err(&format!("{context}: {name}({THROWS}) returned"));
+        assert_eq!(
+            payload.downcast_ref::<Thrown>(),
+            Some(&Thrown(THROWS)),
+            "{context}: {name}: another panic"
+        );
+        out.insert(name, value);
+    }
+    out
+}
+
+fn modes() -> [MergeMode; 3] {
+    [
+        MergeMode::Disabled,
+        MergeMode::Trampolines,
+        MergeMode::Aliases,
+    ]
+}
+
+/// Through the plugin: the fixture's functions declared in a `JITModule` and defined by a
+/// `FunctionMerger`; with `clif_thunks`, thunks are compiled CLIF with a frame (a call and
+/// a return) instead of a single jump.
+fn plugin_results(mode: MergeMode, similar: bool, clif_thunks: bool) -> BTreeMap<String, i64> {
+    let context = format!("plugin {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}");
+    let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
+    builder.symbol("cb", cb as *const u8);
+    let mut module = JITModule::new(builder);
+    let funcs = functions();
+    let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
+    for f in &funcs {
+        let name = f.name.to_string().trim_start_matches('%').to_string();
+        let id = module
+            .declare_function(&name, Linkage::Export, &f.signature)
+            .unwrap();
+        ids.insert(name, id);
+    }
+    let options = MergeOptions {
+        mode,
+        ..MergeOptions::default()
+    };
+    let mut merger = FunctionMerger::new(module.isa(), options)
+        .unwrap()
+        .with_emit_options(EmitOptions {
+            clif_thunks,
+            ..EmitOptions::default()
+        });
+    if similar {
+        merger = merger.with_merge_similar(SimilarOptions::default());
+    }
+    for mut func in funcs {
+        let name = func.name.to_string().trim_start_matches('%').to_string();
+        func.name = UserFuncName::user(0, ids[&name].as_u32());
+        let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();
+        for r in refs {
+            if let ExternalName::TestCase(t) = &func.dfg.ext_funcs[r].name {
+                let callee = t.to_string().trim_start_matches('%').to_string();
+                let id = match ids.get(&callee) {
+                    Some(&id) => id,
+                    None => {
+                        let sig = func.dfg.signatures[func.dfg.ext_funcs[r].signature].clone();
+                        let id = module
+                            .declare_function(&callee, Linkage::Import, &sig)
+                            .unwrap();
+                        ids.insert(callee, id);
+                        id
+                    }
+                };
+                let user = func
+                    .params
+                    .ensure_user_func_name(UserExternalName::new(0, id.as_u32()));
+                func.dfg.ext_funcs[r].name = ExternalName::User(user);
+            }
+        }
+        merger.add(ids[&name], func).unwrap();
+    }
+    let merged = merger.define_in_jit(&mut module).unwrap();
+    module.finalize_definitions().unwrap();
+    let frames = merged.register_jit_frames(&module).unwrap();
+    assert!(
+        frames.registrations() > 0,
+        "{context}: no frames registered"
+    );
+    let got = results(&context, |name| module.get_finalized_function(ids[name]));
+    drop(frames);
+    // SAFETY: no pointer into the module is used after this.
+    unsafe { module.free_memory() };
+    got
+}
+
+/// Through `emit_jit`.
+fn emit_jit_results(mode: MergeMode) -> BTreeMap<String, i64> {
+    let mut module = MergeModule::new();
+    for f in functions() {
+        module.add(f, MergeLinkage::Export, false).unwrap();
+    }
+    let options = MergeOptions {
+        mode,
+        ..MergeOptions::default()
+    };
+    let plan = clif_merge::merge(&module, &TargetInfo::host(), &options);
+    let jit = emit_jit(
+        &module,
+        &plan,
+        &options,
+        &EmitOptions::default(),
+        [("cb".to_string(), cb as *const u8)],
+    )
+    .unwrap();
+    assert!(jit.frames().registrations() > 0);
+    results(&format!("emit_jit {mode:?}"), |name| {
+        jit.pointer(&FuncName::parse(&format!("%{name}")).unwrap())
+            .unwrap()
+    })
+}
+
+const CHILD: &str = "CLIF_MERGE_UNWIND_JIT_CHILD";
+
+/// The body of `panic_crosses_jit_frames`, run in a child process (it does nothing unless
+/// the parent asked for it).
+#[test]
+fn jit_panic_child_process() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    // The callback's panics are expected: no message for them.
+    std::panic::set_hook(Box::new(|info| {
+        if info.payload().downcast_ref::<Thrown>().is_none() {
+            eprintln!("{info}");
+        }
+    }));
+    let reference = plugin_results(MergeMode::Disabled, false, false);
+    for mode in modes() {
+        for similar in [false, true] {
+            for clif_thunks in [false, true] {
+                assert_eq!(
+                    plugin_results(mode, similar, clif_thunks),
+                    reference,
+                    "plugin {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}"
+                );
+            }
+        }
+        assert_eq!(emit_jit_results(mode), reference, "emit_jit {mode:?}");
+    }
+    println!("every panic crossed the JIT frames");
+}
+
+#[test]
+fn panic_crosses_jit_frames() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "jit_panic_child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("every panic crossed the JIT frames"),
+        "a panic did not cross the JIT frames ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
