@@ -1,10 +1,12 @@
 //! An ahead-of-time compiler with MergeFunctions as a backend plugin.
 //!
-//! It builds the program of `common/mod.rs` (33 functions, some equal, some equal up to
+//! It builds the program of `common/mod.rs` (35 functions, some equal, some equal up to
 //! recursion, some different) in a cranelift-object `ObjectModule`, hands the functions to
-//! a `FunctionMerger` instead of defining them, writes the object, and links it with `cc`
-//! and a generated C `main` into an executable that prints every function's result for a
-//! few inputs.
+//! a `FunctionMerger` instead of defining them, writes the object, and links it with `c++`
+//! and a generated C++ `main` into an executable that prints every function's result for a
+//! few inputs. The host callback that `via_host_*` call throws a C++ exception for a
+//! negative argument: the last call's exception unwinds through the merged code (its
+//! `.eh_frame`) and is caught in `main`.
 //!
 //! ```text
 //! cargo run --release --example aot                          # merged
@@ -14,7 +16,7 @@
 //!
 //! It prints the number of folded functions (and what each became), the `.text` size of the
 //! object and of the executable, and where it wrote the executable (`EXE`; the object is
-//! `EXE.o`, the C `main` is `EXE.main.c`). `CC` overrides the C compiler.
+//! `EXE.o`, the C++ `main` is `EXE.main.cc`). `CXX` overrides the C++ compiler.
 
 mod common;
 
@@ -55,12 +57,24 @@ fn parse_args() -> Result<Args, String> {
     Ok(Args { merge, exe })
 }
 
-/// A C `main` that calls every function for every input and prints one line per call, in
-/// the format of `common::result_line`.
-fn c_main(names: &[String]) -> String {
-    let mut c = String::from("#include <stdio.h>\n\n");
+/// A C++ `main` that calls every function for every input and prints one line per call,
+/// in the format of `common::result_line`; provides the host callback, which throws for a
+/// negative argument; and makes the failing call last, catching the exception that
+/// unwinds through the merged code.
+fn cxx_main(names: &[String]) -> String {
+    let mut c = String::from("#include <cstdio>\n#include <stdexcept>\n#include <string>\n\n");
+    writeln!(
+        c,
+        "extern \"C\" long long {}(long long x) {{\n\
+         \x20   if (x < 0) throw std::runtime_error(\"{}\");\n\
+         \x20   return x + 1;\n\
+         }}\n",
+        common::HOST_CALLBACK,
+        common::HOST_FAILURE
+    )
+    .unwrap();
     for name in names {
-        writeln!(c, "long long {name}(long long);").unwrap();
+        writeln!(c, "extern \"C\" long long {name}(long long);").unwrap();
     }
     c.push_str("\nstatic const struct {\n    const char *name;\n    long long (*f)(long long);\n} functions[] = {\n");
     for name in names {
@@ -73,15 +87,26 @@ fn c_main(names: &[String]) -> String {
         inputs.join(", ")
     )
     .unwrap();
-    c.push_str(
-        "int main(void) {\n\
+    let (failing, arg) = common::FAILING_CALL;
+    let (failure, caught) = (common::HOST_FAILURE, common::caught_line());
+    writeln!(
+        c,
+        "int main(void) {{\n\
          \x20   for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)\n\
          \x20       for (size_t j = 0; j < sizeof inputs / sizeof inputs[0]; j++)\n\
-         \x20           printf(\"%s(%lld) = %lld\\n\", functions[i].name, inputs[j],\n\
-         \x20                  functions[i].f(inputs[j]));\n\
+         \x20           std::printf(\"%s(%lld) = %lld\\n\", functions[i].name, inputs[j],\n\
+         \x20                       functions[i].f(inputs[j]));\n\
+         \x20   try {{\n\
+         \x20       {failing}({arg}LL);\n\
+         \x20       std::printf(\"{failing}({arg}) returned\\n\");\n\
+         \x20   }} catch (const std::exception &e) {{\n\
+         \x20       if (std::string(e.what()) == \"{failure}\") std::puts(\"{caught}\");\n\
+         \x20       else std::printf(\"{failing}({arg}): unexpected exception %s\\n\", e.what());\n\
+         \x20   }}\n\
          \x20   return 0;\n\
-         }\n",
-    );
+         }}"
+    )
+    .unwrap();
     c
 }
 
@@ -105,11 +130,11 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             ("opt_level".into(), "speed".into()),
         ],
     )?;
-    let mut module = ObjectModule::new(ObjectBuilder::new(
-        isa,
-        "aot_demo",
-        default_libcall_names(),
-    )?);
+    // Unwind information for what the module compiles itself (`--no-merge`); the merger
+    // writes its own bodies' (`finish_object`).
+    let mut builder = ObjectBuilder::new(isa, "aot_demo", default_libcall_names())?;
+    builder.unwind_info(true);
+    let mut module = ObjectModule::new(builder);
     let functions = common::build(&mut module)?;
     let names: Vec<(String, cranelift_module::FuncId)> =
         functions.iter().map(|f| (f.name.clone(), f.id)).collect();
@@ -129,11 +154,11 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         std::fs::create_dir_all(dir)?;
     }
     let object_path = exe.with_extension("o");
-    let main_path = exe.with_extension("main.c");
+    let main_path = exe.with_extension("main.cc");
     std::fs::write(&object_path, &object_bytes)?;
     let just_names: Vec<String> = names.iter().map(|(n, _)| n.clone()).collect();
-    std::fs::write(&main_path, c_main(&just_names))?;
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    std::fs::write(&main_path, cxx_main(&just_names))?;
+    let cc = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let status = Command::new(&cc)
         .arg("-o")
         .arg(exe)

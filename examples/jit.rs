@@ -21,8 +21,19 @@ use std::process::ExitCode;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId};
 
+/// The host callback of `via_host_*`: `x + 1`, and a panic for a negative `x`, which
+/// unwinds through the JIT code back to `run`.
+extern "C-unwind" fn host_check(x: i64) -> i64 {
+    if x < 0 {
+        panic!("{}", common::HOST_FAILURE);
+    }
+    x + 1
+}
+
 fn run(merge: bool) -> Result<(), Box<dyn std::error::Error>> {
-    let mut module = JITModule::new(JITBuilder::new(default_libcall_names())?);
+    let mut builder = JITBuilder::new(default_libcall_names())?;
+    builder.symbol(common::HOST_CALLBACK, host_check as *const u8);
+    let mut module = JITModule::new(builder);
     let functions = common::build(&mut module)?;
     let names: Vec<(String, FuncId)> = functions.iter().map(|f| (f.name.clone(), f.id)).collect();
 
@@ -46,6 +57,32 @@ fn run(merge: bool) -> Result<(), Box<dyn std::error::Error>> {
             // The format of the C `main` of the aot example: "%s(%lld) = %lld\n".
             println!("{name}({x}) = {}", f(x));
         }
+    }
+    // The host's failure unwinds through the merged code, whose frames clif-merge
+    // registered. cranelift-jit registers none for what it compiles itself, so without
+    // merging the panic could not cross its frames: the call is made only when merged.
+    if let Some(id) = names
+        .iter()
+        .find(|(n, _)| n == common::FAILING_CALL.0)
+        .map(|(_, id)| *id)
+        .filter(|_| frames.is_some())
+    {
+        // SAFETY: as above; the callee may unwind, hence `C-unwind`.
+        let f = unsafe {
+            std::mem::transmute::<*const u8, extern "C-unwind" fn(i64) -> i64>(
+                module.get_finalized_function(id),
+            )
+        };
+        std::panic::set_hook(Box::new(|_| {}));
+        match std::panic::catch_unwind(|| f(common::FAILING_CALL.1)) {
+            Err(_) => println!("{}", common::caught_line()),
+            Ok(_) => println!(
+                "{}({}) returned",
+                common::FAILING_CALL.0,
+                common::FAILING_CALL.1
+            ),
+        }
+        let _ = std::panic::take_hook();
     }
     drop(frames);
     // SAFETY: no pointer into the module's code is used after this.

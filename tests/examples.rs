@@ -13,13 +13,13 @@ use std::sync::OnceLock;
 use cranelift_object::object::{self, Object as _, ObjectSection as _, ObjectSymbol as _};
 
 /// Functions in the example program, and inputs each is called with.
-const FUNCTIONS: usize = 33;
+const FUNCTIONS: usize = 35;
 const INPUTS: usize = 4;
 
 /// What the pass must fold in the example program: (folded, kept, action in an object,
 /// found by). Generic instantiations marked `unnamed_addr` become aliases; the others keep
 /// their own address through a thunk.
-const FOLDED: [(&str, &str, &str, &str); 13] = [
+const FOLDED: [(&str, &str, &str, &str); 14] = [
     ("sum_to_u64", "sum_to_i64", "alias", "tree"),
     ("sum_to_isize", "sum_to_i64", "alias", "tree"),
     ("sum_to_usize", "sum_to_i64", "alias", "tree"),
@@ -36,6 +36,8 @@ const FOLDED: [(&str, &str, &str, &str); 13] = [
     // The mutually recursive pair of pairs.
     ("is_even_b", "is_even_a", "thunk", "cycle"),
     ("is_odd_b", "is_odd_a", "thunk", "cycle"),
+    // Calling the host, whose failure unwinds through them.
+    ("via_host_b", "via_host_a", "thunk", "tree"),
 ];
 
 /// Functions that look like others but differ, by a constant or an operation (`ping2` only
@@ -219,7 +221,8 @@ fn listed(report: &str) -> BTreeSet<(String, String, String, String)> {
 fn aot_executable_prints_the_same_with_merging_on_and_off() {
     let runs = runs();
     let (merged, unmerged) = (&runs.aot.output, &runs.aot_unmerged.output);
-    assert_eq!(merged.lines().count(), FUNCTIONS * INPUTS, "{merged}");
+    // One line per call, and the host's failure caught through the merged code.
+    assert_eq!(merged.lines().count(), FUNCTIONS * INPUTS + 1, "{merged}");
     assert_eq!(merged, unmerged, "merging changed what the program prints");
     // And what it prints is right: folded copies compute what their kept function does,
     // and look-alikes that differ still compute their own results.
@@ -240,6 +243,8 @@ fn aot_executable_prints_the_same_with_merging_on_and_off() {
         "scale_sub(7) = 20",
         "scale_add(7) = 22",
         "poly_8(7) = 274",
+        "via_host_b(7) = 16",
+        "via_host_b(-1) failed in the host, caught outside: host_check: negative input",
     ] {
         assert!(
             merged.lines().any(|l| l == line),
@@ -297,8 +302,13 @@ fn merging_makes_text_smaller() {
 fn jit_prints_the_same_results_as_the_aot_executable() {
     let runs = runs();
     assert_eq!(runs.jit.results, runs.aot.output, "JIT (merged) vs AOT");
+    // cranelift-jit registers no unwind information for what it compiles itself, so the
+    // unmerged JIT cannot let the host's failure cross its frames and skips that call.
+    let caught = "via_host_b(-1) failed in the host, caught outside: host_check: negative input\n";
+    assert!(runs.jit.results.ends_with(caught), "{}", runs.jit.results);
     assert_eq!(
-        runs.jit_unmerged.results, runs.aot.output,
+        format!("{}{caught}", runs.jit_unmerged.results),
+        runs.aot.output,
         "JIT (unmerged) vs AOT"
     );
 }
@@ -319,7 +329,7 @@ fn expected_functions_are_folded() {
     let aot = &runs.aot.report;
     assert!(
         aot.contains(
-            "functions: 33\nfolded: 13 (7 aliases, 6 thunks, 0 copies; 20 bodies compiled)\n"
+            "functions: 35\nfolded: 14 (7 aliases, 7 thunks, 0 copies; 21 bodies compiled)\n"
         ),
         "{aot}"
     );
@@ -327,7 +337,7 @@ fn expected_functions_are_folded() {
     let jit = &runs.jit.report;
     assert!(
         jit.contains(
-            "functions: 33\nfolded: 13 (0 aliases, 13 thunks, 0 copies; 20 bodies compiled)\n"
+            "functions: 35\nfolded: 14 (0 aliases, 14 thunks, 0 copies; 21 bodies compiled)\n"
         ),
         "{jit}"
     );

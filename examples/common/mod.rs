@@ -1,4 +1,4 @@
-//! The program both examples compile: 33 functions of type `fn(i64) -> i64`, built with
+//! The program both examples compile: 35 functions of type `fn(i64) -> i64`, built with
 //! cranelift-frontend the way a compiler would emit them.
 //!
 //! - equal: "generic instantiations" (`sum_to_*`, `hash_*`, `clamp_*`, marked
@@ -8,6 +8,11 @@
 //! - different: by a constant (`hash_alt`, `fact_twice`, `add_*`, `poly_*`, and `pong2`,
 //!   which makes `ping2` differ from `ping` through its callee only) or by an operation
 //!   (`scale_add`, `scale_sub`).
+//!
+//! - calling the host: `via_host_a` and `via_host_b` (equal) call [`HOST_CALLBACK`], which
+//!   the executable provides: it fails for a negative argument (a C++ exception in the AOT
+//!   executable, a Rust panic in the JIT), and the failure unwinds through the merged code
+//!   to be caught outside ([`FAILING_CALL`]).
 //!
 //! Every function is exported and called with each of [`INPUTS`]; both examples print one
 //! line per call, `name(x) = y`, so that their outputs can be compared.
@@ -26,6 +31,24 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 
 /// The arguments every function is called with.
 pub const INPUTS: [i64; 4] = [0, 1, 7, 20];
+
+/// The host function `via_host_*` call: `x + 1`, and a failure (exception or panic) with
+/// [`HOST_FAILURE`] for a negative `x`.
+pub const HOST_CALLBACK: &str = "host_check";
+
+/// What the host says when it fails.
+pub const HOST_FAILURE: &str = "host_check: negative input";
+
+/// The call whose host callback fails, made after the others, and caught by the caller.
+pub const FAILING_CALL: (&str, i64) = ("via_host_b", -1);
+
+/// The line both examples print when the failure of [`FAILING_CALL`] is caught.
+pub fn caught_line() -> String {
+    format!(
+        "{}({}) failed in the host, caught outside: {HOST_FAILURE}",
+        FAILING_CALL.0, FAILING_CALL.1
+    )
+}
 
 /// One function of the program, built and not yet defined.
 pub struct DemoFunction {
@@ -63,6 +86,8 @@ enum Body {
     Scale(bool),
     /// `5x² + 3x + c`.
     Poly(i64),
+    /// `host(x) * 2`, the host being [`HOST_CALLBACK`].
+    ViaHost,
 }
 
 impl Body {
@@ -71,6 +96,7 @@ impl Body {
             Body::Checksum(a, b) => vec![a, b],
             Body::Fact(_) | Body::Fib => vec![own],
             Body::Parity(_, other) | Body::Ping(_, other) => vec![other],
+            Body::ViaHost => vec![HOST_CALLBACK],
             _ => vec![],
         }
     }
@@ -124,6 +150,8 @@ fn program() -> Vec<(String, Body, bool)> {
     add("scale_sub", Body::Scale(false), false);
     add("poly_7", Body::Poly(7), false);
     add("poly_8", Body::Poly(8), false);
+    add("via_host_a", Body::ViaHost, false);
+    add("via_host_b", Body::ViaHost, false);
     p
 }
 
@@ -139,6 +167,8 @@ pub fn build<M: Module>(module: &mut M) -> Result<Vec<DemoFunction>, Box<ModuleE
         let id = module.declare_function(name, Linkage::Export, &sig)?;
         ids.insert(name.clone(), id);
     }
+    let host = module.declare_function(HOST_CALLBACK, Linkage::Import, &sig)?;
+    ids.insert(HOST_CALLBACK.to_string(), host);
     let config = module.target_config();
     let mut ctx = FunctionBuilderContext::new();
     let mut functions = Vec::new();
@@ -283,6 +313,10 @@ fn emit_body(b: &mut FunctionBuilder, body: &Body, x: Value, callees: &[FuncRef]
             })
         }
         Body::AddConst(c) => b.ins().iadd_imm_s(x, c),
+        Body::ViaHost => {
+            let y = call(b, callees[0], x);
+            b.ins().imul_imm_s(y, 2)
+        }
         Body::Scale(add) => {
             let t = b.ins().imul_imm_s(x, 3);
             let one = b.ins().iconst(I64, 1);
