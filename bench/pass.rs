@@ -31,7 +31,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use clif_merge::emit::compile::compile_bodies;
-use clif_merge::merge::{fold_machine_code, MergeOptions, MergePlan};
+use clif_merge::emit::fold::fold_machine_code;
+use clif_merge::merge::{MergeOptions, MergePlan};
 use clif_merge::{function_hash, FunctionComparator};
 use cranelift_codegen::ir::Function;
 use criterion::{Criterion, SamplingMode};

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use cranelift_codegen::ir::{ExternalName, Function, UserFuncName};
+use cranelift_codegen::ir::{self, ExternalName, Function, UserExternalName, UserFuncName};
 
 /// A resolved function or symbol name, comparable across functions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,6 +97,29 @@ impl fmt::Display for FuncName {
             FuncName::User { namespace, index } => write!(f, "u{namespace}:{index}"),
             FuncName::TestCase(s) => write!(f, "%{s}"),
             FuncName::LibCall(s) | FuncName::KnownSymbol(s) => write!(f, "%{s}"),
+        }
+    }
+}
+
+/// `name` as the name a function is defined under.
+pub fn user_func_name(name: &FuncName) -> UserFuncName {
+    match name {
+        FuncName::User { namespace, index } => UserFuncName::user(*namespace, *index),
+        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
+            UserFuncName::testcase(s)
+        }
+    }
+}
+
+/// `name` as an external name usable inside `func`.
+pub fn external_name(func: &mut ir::Function, name: &FuncName) -> ir::ExternalName {
+    match name {
+        FuncName::User { namespace, index } => ir::ExternalName::user(
+            func.params
+                .ensure_user_func_name(UserExternalName::new(*namespace, *index)),
+        ),
+        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
+            ir::ExternalName::testcase(s)
         }
     }
 }

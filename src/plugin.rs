@@ -447,13 +447,13 @@ fn declare_shared_bodies<M: CraneliftModule>(
     let mut out = Module::new();
     for (_, mut m) in rewritten.into_functions() {
         if let Some(new) = renamed.get(&m.name) {
-            m.func.name = crate::emit::thunk::user_func_name(new);
+            m.func.name = crate::names::user_func_name(new);
         }
         let refs: Vec<cranelift_codegen::ir::FuncRef> = m.func.dfg.ext_funcs.keys().collect();
         for r in refs {
             let name = FuncName::of_external(&m.func, &m.func.dfg.ext_funcs[r].name);
             if let Some(new) = renamed.get(&name) {
-                m.func.dfg.ext_funcs[r].name = crate::emit::thunk::external_name(&mut m.func, new);
+                m.func.dfg.ext_funcs[r].name = crate::names::external_name(&mut m.func, new);
             }
         }
         out.add(m.func, m.linkage, m.unnamed_addr)

@@ -12,9 +12,10 @@ use cranelift_codegen::ir::{self, InstructionData};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_entity::SecondaryMap;
 
-use super::thunk::{clif_thunk, external_name, user_func_name};
+use super::thunk::clif_thunk;
 use crate::merge::{Action, Body, FuncIndex, MergePlan, Module};
 use crate::names::FuncName;
+use crate::names::{external_name, user_func_name};
 
 /// The merged module as CLIF text.
 pub fn merged_clif(

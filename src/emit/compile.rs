@@ -264,6 +264,17 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
     Ok((code.buffer.data().len() as u64).div_ceil(align) * align)
 }
 
+/// Merge-similar's questions about machine code, answered for any target.
+impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
+    fn text_size(&self, func: ir::Function) -> Option<u64> {
+        text_size(self, func).ok()
+    }
+
+    fn is_frameless_thunk(&self, thunk: &ir::Function) -> bool {
+        register_thunk(thunk, self.triple().architecture, self.flags().is_pic()).is_some()
+    }
+}
+
 /// `func` compiled for `isa`, a panic in Cranelift turned into an error.
 fn compiled_context(
     isa: &dyn TargetIsa,

@@ -1,6 +1,7 @@
 //! Emission: the merged module compiled and written as an object file.
 //!
 //! - [`compile`]: compile the bodies a plan keeps, with names of our own;
+//! - [`fold`]: machine-code folding: bodies with the same bytes and relocations;
 //! - [`define`]: declare and define a plan in any `cranelift_module::Module`;
 //! - [`object`]: an object file (aliases pointed after `finish()`);
 //! - [`jit`]: a `JITModule`, every name callable;
@@ -13,6 +14,7 @@
 pub mod clif;
 pub mod compile;
 pub mod define;
+pub mod fold;
 pub mod jit;
 pub mod object;
 pub mod reloc;
@@ -41,7 +43,7 @@ pub fn compile_and_fold(
     let compiled = compile::compile_bodies(module, plan, isa)?;
     let final_plan = if options.fold_machine_code {
         let same_signature_only = options.clif_thunks || target.jump_thunk_size().is_none();
-        crate::merge::fold_machine_code(
+        fold::fold_machine_code(
             module,
             &target,
             merge_options,

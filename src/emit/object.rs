@@ -1,7 +1,7 @@
 //! Writing the merged module as an object file.
 //!
 //! The plan is carried out: kept bodies are compiled ([`super::compile`]), bodies that
-//! compiled to the same machine code are folded too ([`crate::merge::code_fold`]), every
+//! compiled to the same machine code are folded too ([`super::fold`]), every
 //! symbol is declared and defined in a cranelift-object `ObjectModule`
 //! ([`super::define`]): thunks as a single jump, erased functions not at all, aliases as
 //! imports that, after `finish()`, are pointed at the section, offset and size of the body
@@ -80,7 +80,7 @@ pub struct EmitOptions {
     /// instead of a single jump.
     pub clif_thunks: bool,
     /// After code generation, also fold bodies that compiled to the same machine code
-    /// ([`crate::merge::code_fold`]).
+    /// ([`super::fold`]).
     pub fold_machine_code: bool,
 }
 

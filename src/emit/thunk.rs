@@ -14,13 +14,13 @@
 //! argument into its System V register, then the same `jmp`, with no frame.
 
 use cranelift_codegen::binemit::Reloc;
-use cranelift_codegen::ir::{self, InstBuilder, UserExternalName, UserFuncName};
+use cranelift_codegen::ir::{self, InstBuilder};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use target_lexicon::Architecture;
 
-use crate::names::FuncName;
+use crate::names::{external_name, user_func_name, FuncName};
 
 /// A single-jump thunk as bytes and its relocation.
 pub struct JumpThunk {
@@ -96,29 +96,6 @@ pub fn clif_thunk(
     }
     b.finalize(frontend_config);
     func
-}
-
-/// `name` as the name a function is defined under.
-pub fn user_func_name(name: &FuncName) -> UserFuncName {
-    match name {
-        FuncName::User { namespace, index } => UserFuncName::user(*namespace, *index),
-        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
-            UserFuncName::testcase(s)
-        }
-    }
-}
-
-/// `name` as an external name usable inside `func`.
-pub fn external_name(func: &mut ir::Function, name: &FuncName) -> ir::ExternalName {
-    match name {
-        FuncName::User { namespace, index } => ir::ExternalName::user(
-            func.params
-                .ensure_user_func_name(UserExternalName::new(*namespace, *index)),
-        ),
-        FuncName::TestCase(s) | FuncName::LibCall(s) | FuncName::KnownSymbol(s) => {
-            ir::ExternalName::testcase(s)
-        }
-    }
 }
 
 /// A thunk that passes its own arguments on unchanged, adds constant and function-address

@@ -3,12 +3,11 @@
 //! - [`module`]: the input, functions with names, linkages and address significance;
 //! - [`driver`]: which functions are equal (worklist and tree, then cycles);
 //! - [`policy`]: what each folded function becomes (erased, alias, thunk);
-//! - [`plan`]: the result, [`MergePlan`];
-//! - [`code_fold`]: after code generation, bodies that compiled to the same code;
+//! - [`plan`]: the result, [`MergePlan`] (extended after code generation by
+//!   [`crate::emit::fold`], bodies that compiled to the same code);
 //! - [`similar`]: merge-similar, one body for functions that differ only in constants
 //!   and callees (`--merge-similar`).
 
-pub mod code_fold;
 pub mod driver;
 pub mod module;
 pub mod plan;
@@ -204,49 +203,4 @@ pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Me
     }
     let found = driver::find_groups(module, target, options);
     policy::plan_groups(module, target, options, found.groups, &found.address_used)
-}
-
-/// Extend `plan` with the groups whose bodies compiled to the same machine code
-/// ([`code_fold`]). Returns the plan unchanged when nothing more folds.
-pub fn fold_machine_code(
-    module: &Module,
-    target: &TargetInfo,
-    options: &MergeOptions,
-    plan: &MergePlan,
-    compiled: &crate::emit::compile::Compiled,
-    same_signature_only: bool,
-) -> MergePlan {
-    if options.mode == MergeMode::Disabled {
-        return plan.clone();
-    }
-    let code_groups = code_fold::fold_compiled(module, plan, compiled, same_signature_only);
-    if code_groups.is_empty() {
-        return plan.clone();
-    }
-    let mut in_code_group: cranelift_entity::SecondaryMap<FuncIndex, bool> =
-        cranelift_entity::SecondaryMap::new();
-    for (members, _) in &code_groups {
-        for &f in members {
-            in_code_group[f] = true;
-        }
-    }
-    let mut groups: Vec<(Vec<FuncIndex>, FoundBy)> = plan
-        .groups()
-        .iter()
-        .filter(|g| !in_code_group[g.kept])
-        .map(|g| {
-            let mut members: Vec<FuncIndex> = g.folded.iter().map(|&(f, _)| f).collect();
-            members.push(g.kept);
-            members.sort_unstable();
-            (members, g.found_by)
-        })
-        .collect();
-    groups.extend(code_groups);
-    policy::plan_groups(
-        module,
-        target,
-        options,
-        groups,
-        &policy::address_used(module),
-    )
 }

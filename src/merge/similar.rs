@@ -57,9 +57,7 @@ use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::function_hash;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
-use crate::emit::compile::text_size;
-use crate::emit::thunk::{external_name, register_thunk, user_func_name};
-use crate::names::FuncName;
+use crate::names::{external_name, user_func_name, FuncName};
 use crate::target::TargetInfo;
 
 /// Most parameters a shared body may add, whatever the calling convention.
@@ -119,6 +117,17 @@ impl SimilarReport {
             .map(|g| g.bytes_before.saturating_sub(g.bytes_after))
             .sum()
     }
+}
+
+/// What merge-similar asks of the code generator: facts about machine code, which belong
+/// to emission. Emission implements it for every `TargetIsa` ([`crate::emit::compile`]);
+/// this analysis stage owns the question and never imports the answer's code.
+pub trait CodeFacts {
+    /// The bytes `func` takes in `.text` once compiled (`None` if it does not compile).
+    fn text_size(&self, func: Function) -> Option<u64>;
+    /// Whether `thunk` (a merge-similar thunk) is written as a frameless jump: it adds no
+    /// frame between its caller and the body it jumps to.
+    fn is_frameless_thunk(&self, thunk: &Function) -> bool;
 }
 
 /// A callee's identity for agreement: two calls agree when they reach equal functions.
@@ -231,16 +240,14 @@ pub fn merge_similar(
                 .members
                 .iter()
                 .any(|&m| module.get(m).observes_its_frame());
-            let frameless = |t: &Function| {
-                register_thunk(t, target.triple().architecture, isa.flags().is_pic()).is_some()
-            };
+            let frameless = |t: &Function| isa.is_frameless_thunk(t);
             if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
                 return None;
             }
             if !similar.cost_model {
                 return Some((c, built));
             }
-            let measure = |f: Function| text_size(isa, f).ok();
+            let measure = |f: Function| isa.text_size(f);
             let mut before = 0;
             for &m in &c.members {
                 before += measure(module.get(m).func.clone())?;

@@ -14,7 +14,7 @@
 //! module function that may be redirected names only a placeholder; the groups are then
 //! refined over the call graph exactly as the cycle phase does ([`refine_partition`]),
 //! comparing the bodies that those calls reach. Relocations that take an address (any whose
-//! instruction is not a call or jump, whatever its kind: see [`crate::emit::reloc`]) name
+//! instruction is not a call or jump, whatever its kind: see [`super::reloc`]) name
 //! their symbol exactly: an address is observable. Calls to
 //! preemptible functions and imports name their symbol too.
 
@@ -23,10 +23,11 @@ use std::collections::BTreeMap;
 use cranelift_entity::SecondaryMap;
 use cranelift_module::ModuleRelocTarget;
 
-use super::driver::refine_partition;
-use super::module::{FuncIndex, Linkage, Module};
-use super::plan::{FoundBy, MergePlan};
-use crate::emit::compile::{Compiled, FUNCTION_NAMESPACE};
+use super::compile::{Compiled, FUNCTION_NAMESPACE};
+use crate::merge::driver::refine_partition;
+use crate::merge::{policy, FuncIndex, Linkage, MergeMode, MergeOptions, Module};
+use crate::merge::{FoundBy, MergePlan};
+use crate::target::TargetInfo;
 
 /// Groups of functions (each a whole IR group, listed by all its members) whose bodies
 /// compile to the same code. Only groups that join more than one body are returned.
@@ -70,7 +71,7 @@ pub fn fold_compiled(
                 ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
                     module
                         .lookup(compiled.symbols.function_name(index))
-                        .filter(|&g| plan.action(g) == super::plan::Action::Erased)
+                        .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
                         .map(body_of)
                 }
                 _ => None,
@@ -105,4 +106,48 @@ pub fn fold_compiled(
             (members, FoundBy::Code)
         })
         .collect()
+}
+
+/// Extend `plan` with the groups whose bodies compiled to the same machine code
+/// ([`fold_compiled`]). Returns the plan unchanged when nothing more folds.
+pub fn fold_machine_code(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    plan: &MergePlan,
+    compiled: &Compiled,
+    same_signature_only: bool,
+) -> MergePlan {
+    if options.mode == MergeMode::Disabled {
+        return plan.clone();
+    }
+    let code_groups = fold_compiled(module, plan, compiled, same_signature_only);
+    if code_groups.is_empty() {
+        return plan.clone();
+    }
+    let mut in_code_group: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
+    for (members, _) in &code_groups {
+        for &f in members {
+            in_code_group[f] = true;
+        }
+    }
+    let mut groups: Vec<(Vec<FuncIndex>, FoundBy)> = plan
+        .groups()
+        .iter()
+        .filter(|g| !in_code_group[g.kept])
+        .map(|g| {
+            let mut members: Vec<FuncIndex> = g.folded.iter().map(|&(f, _)| f).collect();
+            members.push(g.kept);
+            members.sort_unstable();
+            (members, g.found_by)
+        })
+        .collect();
+    groups.extend(code_groups);
+    policy::plan_groups(
+        module,
+        target,
+        options,
+        groups,
+        &policy::address_used(module),
+    )
 }
