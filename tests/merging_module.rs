@@ -9,7 +9,8 @@
 use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::{Action, MergeOptions, MergingModule, TargetInfo};
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{AbiParam, InstBuilder};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleError};
@@ -27,7 +28,13 @@ fn define_affine(
     sig.params.push(AbiParam::new(I64));
     sig.returns.push(AbiParam::new(I64));
     let id = module.declare_function(name, Linkage::Export, &sig)?;
-    let config = module.target_config();
+    let mut ctx = affine_body(module, sig, k, c);
+    module.define_function(id, &mut ctx)?;
+    Ok(id)
+}
+
+/// A context holding `fn(x) = x * k + c` with signature `sig`.
+fn affine_body(module: &impl Module, sig: Signature, k: i64, c: i64) -> Context {
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
     let mut fctx = FunctionBuilderContext::new();
@@ -40,9 +47,8 @@ fn define_affine(
     let y = b.ins().imul_imm_s(x, k);
     let z = b.ins().iadd_imm_s(y, c);
     b.ins().return_(&[z]);
-    b.finalize(config);
-    module.define_function(id, &mut ctx)?;
-    Ok(id)
+    b.finalize(module.target_config());
+    ctx
 }
 
 fn object_module() -> ObjectModule {
@@ -131,17 +137,7 @@ fn a_bad_function_is_refused_at_define_function_by_its_declared_name() {
     assert!(err.to_string().contains("broken"), "{err}");
     // The id can still be defined correctly, and the module finishes.
     let good = define_affine(&mut m, "good", 2, 0).unwrap();
-    let mut ctx = m.make_context();
-    ctx.func.signature = sig;
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-    let block = b.create_block();
-    b.append_block_params_for_function_params(block);
-    b.switch_to_block(block);
-    b.seal_block(block);
-    let x = b.block_params(block)[0];
-    b.ins().return_(&[x]);
-    b.finalize(m.target_config());
+    let mut ctx = affine_body(&m, sig, 1, 0);
     m.define_function(id, &mut ctx).unwrap();
     // Defining twice is refused by name.
     let err = m.define_function(id, &mut ctx).unwrap_err();
