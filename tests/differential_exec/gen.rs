@@ -19,30 +19,16 @@
 
 use std::fmt::Write as _;
 
-/// A small, fast, deterministic generator (SplitMix64).
-#[derive(Clone)]
-pub struct Rng(u64);
+#[path = "../detector_gen/rng.rs"]
+#[allow(dead_code)]
+mod rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
+use rng::Rng;
+
+/// This generator's RNG for `seed`: the detector generator's, seeded as this generator
+/// always was (so every seed's module is the same).
+fn rng_for(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15 ^ 0x2545_F491_4F6C_DD1D)
 }
 
 /// What the harness must know about an entry.
@@ -240,7 +226,7 @@ impl<'a> Writer<'a> {
         level: usize,
     ) -> Self {
         Writer {
-            rng: Rng::new(seed),
+            rng: rng_for(seed),
             variant,
             counts: [0; 7],
             next_value: 0,
@@ -378,17 +364,17 @@ impl<'a> Writer<'a> {
     fn interesting(&mut self) -> i64 {
         const K: [i64; 10] = [0, 1, 2, 3, 7, 255, -1, -128, 0x7fff_ffff, 0x1234_5678_9abc];
         if self.rng.chance(70) {
-            *self.rng.pick(&K)
+            self.rng.pick(&K)
         } else {
-            self.rng.next() as i64
+            self.rng.next_u64() as i64
         }
     }
 
     /// One operation on the i64 values `pool` (all dominating the current point); returns
     /// the new i64 value. `mem` is the buffer's address, when the function has one.
     fn op(&mut self, pool: &[u32], mem: Option<u32>, stack: bool) -> u32 {
-        let a = *self.rng.pick(pool);
-        let b = *self.rng.pick(pool);
+        let a = self.rng.pick(pool);
+        let b = self.rng.pick(pool);
         let kind = self.rng.below(13);
         match kind {
             0 | 1 => {
@@ -408,7 +394,7 @@ impl<'a> Writer<'a> {
                 r
             }
             4 => {
-                let ty = *self.rng.pick(&["i8", "i16", "i32"]);
+                let ty = self.rng.pick(&["i8", "i16", "i32"]);
                 let t = self.value();
                 let line = format!("{} = ireduce.{ty} {}", self.v(t), self.v(a));
                 self.line(&line);
@@ -447,8 +433,8 @@ impl<'a> Writer<'a> {
                 r
             }
             6 => {
-                let (ty, konst) = *self.rng.pick(&[("f64", "f64const"), ("f32", "f32const")]);
-                let op = *self.rng.pick(&FLOPS);
+                let (ty, konst) = self.rng.pick(&[("f64", "f64const"), ("f32", "f32const")]);
+                let op = self.rng.pick(&FLOPS);
                 let k = self.rng.below(64) as f64 * 0.75 - 20.0;
                 let k = if ty == "f64" {
                     cranelift_codegen::ir::immediates::Ieee64::with_float(k).to_string()
@@ -478,7 +464,7 @@ impl<'a> Writer<'a> {
                 }
                 let k = self.rng.below(1000) as i64;
                 let c = self.iconst("i32", k);
-                let op = *self.rng.pick(&["iadd", "imul", "bxor"]);
+                let op = self.rng.pick(&["iadd", "imul", "bxor"]);
                 let (cs, m, e, r) = (self.value(), self.value(), self.value(), self.value());
                 let lane = self.rng.below(4);
                 let lines = [
@@ -506,7 +492,7 @@ impl<'a> Writer<'a> {
             }
             9 => {
                 let cond = self.pick_cond();
-                let x = *self.rng.pick(pool);
+                let x = self.rng.pick(pool);
                 let (c, r) = (self.value(), self.value());
                 let lines = [
                     format!("{} = icmp {cond} {}, {}", self.v(c), self.v(a), self.v(b)),
@@ -525,7 +511,7 @@ impl<'a> Writer<'a> {
             }
             10 => {
                 let (one, d, r) = (self.value(), self.value(), self.value());
-                let op = *self.rng.pick(&["udiv", "urem"]);
+                let op = self.rng.pick(&["udiv", "urem"]);
                 // Not a mutable constant: the divisor must stay odd.
                 let lines = [
                     format!("{} = iconst.i64 1", self.v(one)),
@@ -541,7 +527,7 @@ impl<'a> Writer<'a> {
                 let mem = mem.unwrap();
                 let flags = self.pick_flags();
                 let off = self.offset();
-                let (store, load) = *self.rng.pick(&[
+                let (store, load) = self.rng.pick(&[
                     ("store", "load.i64"),
                     ("istore32", "uload32.i64"),
                     ("istore8", "sload8.i64"),
@@ -963,7 +949,7 @@ fn variants(rng: &mut Rng, n: usize, counts: [usize; 7]) -> Vec<Variant> {
             _ => {
                 let available: Vec<usize> = (0..7).filter(|&i| counts[i] > 0).collect();
                 if !available.is_empty() {
-                    let i = *rng.pick(&available);
+                    let i = rng.pick(&available);
                     v.mutation = Some((SITES[i], rng.below(counts[i])));
                 }
                 if rng.chance(30) {
@@ -990,7 +976,7 @@ pub struct Shape {
 
 /// A module from `seed`.
 pub fn program(seed: u64, shape: Shape) -> Program {
-    let mut rng = Rng::new(seed);
+    let mut rng = rng_for(seed);
     let mut clif = String::new();
     let mut functions = 0;
     let mut family_pairs = 0;
@@ -999,7 +985,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     // Helpers, level by level.
     let mut helpers: Vec<HelperFamily> = Vec::new();
     for f in 0..shape.helper_families {
-        let sig = *rng.pick(&HelperSig::ALL);
+        let sig = rng.pick(&HelperSig::ALL);
         let level = f * 3 / shape.helper_families.max(1);
         let recursion = match rng.below(6) {
             0 => Recursion::Call,
@@ -1008,9 +994,9 @@ pub fn program(seed: u64, shape: Shape) -> Program {
             3 => Recursion::PingPong,
             _ => Recursion::None,
         };
-        let linkage = *rng.pick(&["l", "d", "x", "p"]);
+        let linkage = rng.pick(&["l", "d", "x", "p"]);
         let n = 2 + rng.below(shape.family_size.max(2) / 2);
-        let template_seed = rng.next();
+        let template_seed = rng.next_u64();
         let ops = 2 + rng.below(4);
         let names: Vec<String> = (0..n).map(|m| format!("h{linkage}{f}_{m}")).collect();
         // Ping-pong members call the partner in the second half: h_m <-> h_{m^1}.
@@ -1069,7 +1055,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     for f in 0..shape.entry_families {
         let kind = kinds[f];
         let n = sizes[f];
-        let template_seed = rng.next();
+        let template_seed = rng.next_u64();
         let ops = 3 + rng.below(6);
         let _ = entry(
             template_seed,
@@ -1126,9 +1112,9 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         for k in 0..shape.inputs_per_entry {
             let arg = |rng: &mut Rng| {
                 if rng.chance(60) {
-                    Arg::Int(*rng.pick(&INTS))
+                    Arg::Int(rng.pick(&INTS))
                 } else {
-                    Arg::Int(rng.next() as i64)
+                    Arg::Int(rng.next_u64() as i64)
                 }
             };
             let mut a = arg(&mut rng);
