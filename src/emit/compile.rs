@@ -292,7 +292,8 @@ fn compiled_context(
     Ok(ctx)
 }
 
-fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
+/// `func` compiled for `isa` (or written directly, when it is a register thunk).
+pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
     if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
         let mut relocs = Vec::with_capacity(thunk.relocs.len());
         for (offset, kind, func_ref, addend) in thunk.relocs {

@@ -16,16 +16,14 @@
 
 use std::collections::HashMap;
 
-use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir;
-use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::CallConv;
 use cranelift_module::{
     DataId, FuncId, Linkage as ModuleLinkage, Module as CraneliftModule, ModuleReloc,
     ModuleRelocTarget,
 };
 
-use super::compile::{Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
+use super::compile::{compile_one, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
 use super::thunk::{clif_thunk, jump_thunk};
 use super::unwind::Frames;
 use super::{EmitError, EmitOptions, EmitSummary};
@@ -289,14 +287,25 @@ pub fn define_all<M: CraneliftModule>(
                 );
                 // Compiled here rather than by `define_function`, so that its unwind
                 // information is ours to write, like every other body's.
-                let (bytes, alignment, relocs, unwind) =
-                    compile_thunk(m.isa(), func, id).map_err(|message| EmitError::Codegen {
-                        function: mf.name.to_string(),
-                        message: format!("Cranelift failed on the thunk: {message}"),
-                    })?;
-                m.define_function_bytes(id, alignment, &bytes, &relocs)
+                // It names the module's ids already; only its own offsets are renamed.
+                let thunk = compile_one(m.isa(), func).map_err(|message| EmitError::Codegen {
+                    function: mf.name.to_string(),
+                    message: format!("Cranelift failed on the thunk: {message}"),
+                })?;
+                let relocs: Vec<ModuleReloc> = thunk
+                    .relocs
+                    .iter()
+                    .map(|r| match r.name {
+                        ModuleRelocTarget::FunctionOffset(_, offset) => ModuleReloc {
+                            name: ModuleRelocTarget::FunctionOffset(id, offset),
+                            ..r.clone()
+                        },
+                        _ => r.clone(),
+                    })
+                    .collect();
+                m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &relocs)
                     .map_err(|e| module_error(context(), e))?;
-                frames.add(id, bytes.len(), unwind.as_ref());
+                frames.add(id, thunk.bytes.len(), thunk.unwind.as_ref());
                 summary.thunks += 1;
             }
         }
@@ -326,38 +335,6 @@ pub fn define_all<M: CraneliftModule>(
         frames,
         summary,
     })
-}
-
-/// A CLIF thunk compiled for `isa`: its bytes, alignment, relocations (naming module ids,
-/// as `define_function` would) and unwind information.
-#[allow(clippy::type_complexity)]
-fn compile_thunk(
-    isa: &dyn cranelift_codegen::isa::TargetIsa,
-    func: ir::Function,
-    id: FuncId,
-) -> Result<(Vec<u8>, u64, Vec<ModuleReloc>, Option<UnwindInfo>), String> {
-    let mut ctx = cranelift_codegen::Context::for_function(func);
-    crate::guard::unpanicked(|| {
-        ctx.compile(isa, &mut ControlPlane::default())
-            .map(|_| ())
-            .map_err(|e| format!("{:?}", e.inner))
-    })??;
-    let code = ctx.compiled_code().expect("compiled above");
-    let relocs = code
-        .buffer
-        .relocs()
-        .iter()
-        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
-        .collect();
-    let unwind = code
-        .create_unwind_info(isa)
-        .map_err(|e| format!("unwind information: {e:?}"))?;
-    Ok((
-        code.buffer.data().to_vec(),
-        u64::from(code.buffer.alignment),
-        relocs,
-        unwind,
-    ))
 }
 
 /// The caller's id for a function named `u0:N`.
