@@ -397,17 +397,7 @@ impl Merged {
     /// option does not cover; functions the compiler defined itself keep whatever that
     /// option gives them.
     pub fn finish_object(&self, product: &mut ObjectProduct) -> Result<(), EmitError> {
-        for &(alias, body, linkage) in &self.aliases {
-            let target = product.function_symbol(body);
-            let symbol = product.function_symbol(alias);
-            crate::emit::object::point_alias(&mut product.object, symbol, target, linkage);
-        }
-        let ObjectProduct {
-            object, functions, ..
-        } = product;
-        self.frames.write_object(object, |id| {
-            functions[id].expect("a defined function has a symbol").0
-        })
+        crate::emit::object::finish_product(product, &self.aliases, &self.frames)
     }
 
     /// Register the frames of every body the merger defined in `module` with this

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_module::default_libcall_names;
+use cranelift_module::{default_libcall_names, FuncId};
 use cranelift_object::object::write::{Object, SymbolId, SymbolSection};
 use cranelift_object::object::{
     Object as _, ObjectSection as _, SectionKind, SymbolKind, SymbolScope,
@@ -26,6 +26,7 @@ use cranelift_object::{ObjectBuilder, ObjectModule, ObjectProduct};
 
 use super::compile_and_fold;
 use super::define::{define_all, AliasStyle, Naming};
+use super::unwind::Frames;
 use crate::merge::{FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::target::{ObjectFormat, TargetInfo};
 
@@ -193,24 +194,12 @@ pub fn emit_object(
         Naming::Declare,
     )?;
     let mut product = object.finish();
-    for &(f, alias, body) in &defined.aliases {
-        let target_symbol = product.function_symbol(body);
-        let symbol = product.function_symbol(alias);
-        point_alias(
-            &mut product.object,
-            symbol,
-            target_symbol,
-            module.get(f).linkage,
-        );
-    }
-    let ObjectProduct {
-        object: ref mut object_file,
-        ref functions,
-        ..
-    } = product;
-    defined.frames.write_object(object_file, |id| {
-        functions[id].expect("a defined function has a symbol").0
-    })?;
+    let aliases: Vec<(FuncId, FuncId, Linkage)> = defined
+        .aliases
+        .iter()
+        .map(|&(f, alias, body)| (alias, body, module.get(f).linkage))
+        .collect();
+    finish_product(&mut product, &aliases, &defined.frames)?;
     let bytes = product
         .object
         .write()
@@ -221,6 +210,27 @@ pub fn emit_object(
     summary.emit_s = emit_start.elapsed().as_secs_f64();
     summary.plan = final_plan;
     Ok((bytes, summary))
+}
+
+/// Finish an object that `ObjectModule::finish` wrote: point every alias
+/// `(alias, body, linkage)` at its body's code, and write the unwind information of the
+/// bodies defined as bytes (`frames`).
+pub fn finish_product(
+    product: &mut ObjectProduct,
+    aliases: &[(FuncId, FuncId, Linkage)],
+    frames: &Frames,
+) -> Result<(), EmitError> {
+    for &(alias, body, linkage) in aliases {
+        let target = product.function_symbol(body);
+        let symbol = product.function_symbol(alias);
+        point_alias(&mut product.object, symbol, target, linkage);
+    }
+    let ObjectProduct {
+        object, functions, ..
+    } = product;
+    frames.write_object(object, |id| {
+        functions[id].expect("a defined function has a symbol").0
+    })
 }
 
 /// Point `alias` at the code of `target`, with the binding `linkage` asks for.
