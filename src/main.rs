@@ -21,7 +21,7 @@ use clif_merge::read::{self, ParsedFunction};
 use clif_merge::report::{Report, Timings};
 use clif_merge::{FuncName, TargetInfo};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
-use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::settings::{self, Configurable, FlagsOrIsa};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Fold identical Cranelift IR functions (LLVM's MergeFunctions for Cranelift) and write
@@ -232,27 +232,29 @@ fn run(cli: &Cli) -> Result<(), String> {
 
     // Read and verify.
     let start = Instant::now();
-    let files = read::expand_inputs(&cli.inputs).map_err(|e| e.to_string())?;
-    progress.phase("reading", Some(files.len() as u64));
-    let mut parsed: Vec<ParsedFunction> =
-        read::read_files(&files, || progress.inc()).map_err(|e| e.to_string())?;
-    if parsed.is_empty() {
-        let names: Vec<String> = cli.inputs.iter().map(|p| p.display().to_string()).collect();
-        return Err(read::ReadError::Empty(names.join(", ")).to_string());
-    }
-    read::check_unique_names(&parsed).map_err(|e| e.to_string())?;
     let isa = match build_isa(&target, &settings_list) {
         Ok(isa) => Some(isa),
         Err(e @ clif_merge::EmitError::Setting { .. }) => return Err(e.to_string()),
         Err(e) if cli.output.is_some() => return Err(e.to_string()),
         Err(_) => None,
     };
-    progress.phase("verifying", None);
-    match &isa {
-        Some(isa) => read::verify_all(&parsed, &**isa),
-        None => read::verify_all(&parsed, &flags),
+    let files = read::expand_inputs(&cli.inputs).map_err(|e| e.to_string())?;
+    progress.phase("reading", Some(files.len() as u64));
+    let verify_with = match &isa {
+        Some(isa) => FlagsOrIsa::from(&**isa),
+        None => FlagsOrIsa::from(&flags),
+    };
+    let read = read::read_files(&files, Some(verify_with), || progress.inc())
+        .map_err(|e| e.to_string())?;
+    let mut parsed: Vec<ParsedFunction> = read.functions;
+    if parsed.is_empty() {
+        let names: Vec<String> = cli.inputs.iter().map(|p| p.display().to_string()).collect();
+        return Err(read::ReadError::Empty(names.join(", ")).to_string());
     }
-    .map_err(|e| e.to_string())?;
+    read::check_unique_names(&parsed).map_err(|e| e.to_string())?;
+    if let Some(failure) = read.verify_failure {
+        return Err(failure.to_string());
+    }
     let parse_s = start.elapsed().as_secs_f64();
 
     // Merge.

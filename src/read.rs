@@ -96,7 +96,13 @@ pub enum ReadError {
 /// Parse the CLIF `text` of `path` into functions.
 pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFunction>, ReadError> {
     let path = path.as_ref();
-    let cleaned = blank_preamble(text);
+    let mut cleaned = text.as_bytes().to_vec();
+    blank_preamble(&mut cleaned);
+    parse_cleaned(as_text(&cleaned, path)?, path)
+}
+
+/// Parse text whose preamble is already blanked.
+fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, ReadError> {
     fn parse(text: &str) -> Result<ParseResult<TestFile<'_>>, String> {
         crate::guard::unpanicked(|| {
             cranelift_reader::parse_test(
@@ -108,7 +114,7 @@ pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFuncti
             )
         })
     }
-    let file = match parse(&cleaned) {
+    let file = match parse(cleaned) {
         Ok(Ok(file)) => file,
         Ok(Err(e)) => {
             return Err(ReadError::Parse {
@@ -152,25 +158,29 @@ pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFuncti
         .collect())
 }
 
-/// Blank out `test`, `target` and `set` lines that stand before the first function.
-fn blank_preamble(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_preamble = true;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if in_preamble && trimmed.starts_with("function") {
-            in_preamble = false;
-        }
-        let is_directive = ["test ", "target ", "set "]
+/// Blank out `test`, `target` and `set` lines that stand before the first function, in
+/// place: their bytes become spaces, so line numbers stay true and the text stays UTF-8.
+fn blank_preamble(text: &mut [u8]) {
+    let mut start = 0;
+    while start < text.len() {
+        let end = text[start..]
             .iter()
-            .any(|d| trimmed.starts_with(d));
-        if in_preamble && is_directive {
-            out.extend(line.chars().filter(|&c| c == '\n'));
-        } else {
-            out.push_str(line);
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |i| start + i);
+        let line = &text[start..end];
+        let indent = line.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let trimmed = &line[indent..];
+        if trimmed.starts_with(b"function") {
+            return;
         }
+        if [&b"test "[..], b"target ", b"set "]
+            .iter()
+            .any(|d| trimmed.starts_with(d))
+        {
+            text[start..end].fill(b' ');
+        }
+        start = end + 1;
     }
-    out
 }
 
 /// Expand the inputs: files as given, directories searched recursively for `*.clif` in
@@ -204,8 +214,12 @@ fn collect_clif(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
         source,
     };
     for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        if path.is_dir() {
+        let entry = entry.map_err(io)?;
+        let path = entry.path();
+        // The directory entry knows its type without a `stat`; a symbolic link is followed.
+        let file_type = entry.file_type().map_err(io)?;
+        let is_dir = file_type.is_dir() || (file_type.is_symlink() && path.is_dir());
+        if is_dir {
             collect_clif(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "clif") {
             out.push(path);
@@ -216,56 +230,95 @@ fn collect_clif(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
 
 /// Read one file of CLIF.
 pub fn read_file(path: &Path) -> Result<Vec<ParsedFunction>, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let text = String::from_utf8(bytes).map_err(|e| ReadError::NotText {
-        path: path.to_path_buf(),
-        offset: e.utf8_error().valid_up_to(),
-    })?;
-    if text.contains('\0') {
-        return Err(ReadError::NotText {
-            path: path.to_path_buf(),
-            offset: text.find('\0').unwrap_or(0),
-        });
-    }
-    parse_clif(&text, path)
+    read_file_with(path, &mut Vec::new())
 }
 
-/// Read and parse `files` in parallel (rayon), calling `on_file` after each. The functions
-/// come in file order, and the error is that of the first failing file in that order: the
-/// same result as reading them one by one.
+/// Read one file of CLIF into `buffer` (cleared first; reused across files so that reading
+/// thousands of small files does not allocate and fault in fresh memory for each).
+fn read_file_with(path: &Path, buffer: &mut Vec<u8>) -> Result<Vec<ParsedFunction>, ReadError> {
+    use std::io::Read;
+    let io = |source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    buffer.clear();
+    let file = std::fs::File::open(path).map_err(io)?;
+    // `take` hides the file's size hint, which `File::read_to_end` would `stat` for: the
+    // buffer is already large enough for most files.
+    file.take(u64::MAX).read_to_end(buffer).map_err(io)?;
+    as_text(buffer, path)?;
+    blank_preamble(buffer);
+    parse_cleaned(as_text(buffer, path)?, path)
+}
+
+/// `bytes` as CLIF text: UTF-8 without NUL bytes.
+fn as_text<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a str, ReadError> {
+    let not_text = |offset| ReadError::NotText {
+        path: path.to_path_buf(),
+        offset,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| not_text(e.valid_up_to()))?;
+    match text.find('\0') {
+        Some(offset) => Err(not_text(offset)),
+        None => Ok(text),
+    }
+}
+
+/// What [`read_files`] read: the functions in file order, and the first of them, in that
+/// order, that fails Cranelift's verifier (when asked to verify).
+pub struct ReadFunctions {
+    /// Every function, in file order.
+    pub functions: Vec<ParsedFunction>,
+    /// The first function that fails verification, if any. It is reported after the
+    /// errors that come before it when files are read one by one: unreadable files, an
+    /// empty input, names defined twice.
+    pub verify_failure: Option<ReadError>,
+}
+
+/// Read and parse `files` in parallel (rayon), calling `on_file` after each, and verify
+/// their functions with `verify_with` if given: each file's functions as soon as it is
+/// parsed, while they are in the cache. The functions come in file order, and the error is
+/// that of the first failing file in that order: the same result as reading them one by one.
 pub fn read_files(
     files: &[PathBuf],
+    verify_with: Option<FlagsOrIsa<'_>>,
     on_file: impl Fn() + Sync,
-) -> Result<Vec<ParsedFunction>, ReadError> {
+) -> Result<ReadFunctions, ReadError> {
     use rayon::prelude::*;
-    let per_file: Vec<Result<Vec<ParsedFunction>, ReadError>> = files
+    let per_file: Vec<Result<ReadFunctions, ReadError>> = files
         .par_iter()
-        .map(|file| {
-            let functions = read_file(file);
+        .map_init(Vec::new, |buffer, file| {
+            let functions = read_file_with(file, buffer).map(|functions| ReadFunctions {
+                verify_failure: verify_with
+                    .and_then(|fisa| functions.iter().find_map(|f| verify_failure(f, fisa))),
+                functions,
+            });
             on_file();
             functions
         })
         .collect();
-    let mut functions = Vec::new();
+    let mut read = ReadFunctions {
+        functions: Vec::new(),
+        verify_failure: None,
+    };
     for file in per_file {
-        functions.extend(file?);
+        let file = file?;
+        read.functions.extend(file.functions);
+        read.verify_failure = read.verify_failure.or(file.verify_failure);
     }
-    Ok(functions)
+    Ok(read)
 }
 
-/// Read every input, in order, and check that no name is defined twice.
+/// Read every input, in order, and check that no name is defined twice (without verifying).
 pub fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<ParsedFunction>, ReadError> {
     let files = expand_inputs(inputs)?;
-    let functions = read_files(&files, || {})?;
-    if functions.is_empty() {
+    let functions = read_files(&files, None, || {})?;
+    if functions.functions.is_empty() {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ReadError::Empty(names.join(", ")));
     }
-    check_unique_names(&functions)?;
-    Ok(functions)
+    check_unique_names(&functions.functions)?;
+    Ok(functions.functions)
 }
 
 /// Fail when two functions share a name.
@@ -291,22 +344,30 @@ pub fn verify_all<'a>(
     fisa: impl Into<FlagsOrIsa<'a>> + Copy + Sync,
 ) -> Result<(), ReadError> {
     use rayon::prelude::*;
-    let failure = |f: &ParsedFunction| -> Option<ReadError> {
-        let message = unchecked_by_cranelift(&f.func).or_else(|| {
-            crate::guard::unpanicked(|| verify_function(&f.func, fisa).map_err(|e| e.to_string()))
-                .unwrap_or_else(|message| Err(format!("- the verifier failed: {message}")))
-                .err()
-        })?;
-        Some(ReadError::Verify {
-            place: f.place(),
-            name: FuncName::of_function(&f.func).to_string(),
-            message,
-        })
-    };
-    match functions.par_iter().find_map_first(failure) {
+    match functions
+        .par_iter()
+        .find_map_first(|f| verify_failure(f, fisa))
+    {
         Some(error) => Err(error),
         None => Ok(()),
     }
+}
+
+/// Why `f` fails Cranelift's verifier (or what Cranelift would assume of it unchecked).
+fn verify_failure<'a>(
+    f: &ParsedFunction,
+    fisa: impl Into<FlagsOrIsa<'a>> + Copy,
+) -> Option<ReadError> {
+    let message = unchecked_by_cranelift(&f.func).or_else(|| {
+        crate::guard::unpanicked(|| verify_function(&f.func, fisa).map_err(|e| e.to_string()))
+            .unwrap_or_else(|message| Err(format!("- the verifier failed: {message}")))
+            .err()
+    })?;
+    Some(ReadError::Verify {
+        place: f.place(),
+        name: FuncName::of_function(&f.func).to_string(),
+        message,
+    })
 }
 
 /// What Cranelift assumes instead of checking, as a verifier error: the parser accepts
