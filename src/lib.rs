@@ -43,16 +43,18 @@ mod guard;
 pub mod merge;
 pub mod merging_module;
 pub mod names;
+pub mod pipeline;
 pub mod plugin;
 pub mod read;
 pub mod report;
 pub mod target;
 
 pub use detect::{function_hash, FunctionComparator};
-pub use emit::{build_isa, emit_object, EmitError, EmitOptions, EmitSummary};
+pub use emit::{build_isa, EmitError, EmitOptions, EmitSummary};
 pub use merge::{merge, Action, FuncIndex, Linkage, MergeMode, MergeOptions, MergePlan, Module};
 pub use merging_module::MergingModule;
 pub use names::FuncName;
+pub use pipeline::{emit_jit, emit_object, PipelineOptions};
 pub use read::ReadError;
 pub use target::TargetInfo;
 

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use clif_merge::detect::similar;
-use clif_merge::emit::{build_isa, clif::merged_clif, emit_object, write_atomically, EmitOptions};
-use clif_merge::merge::similar::{merge_similar, SimilarOptions};
+use clif_merge::emit::object::ObjectSink;
+use clif_merge::emit::{build_isa, clif::merged_clif, write_atomically, EmitOptions};
+use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::merge::{explain_in_plan, merge, Linkage, MergeMode, MergeOptions, Module};
+use clif_merge::pipeline::{self, PipelineOptions};
 use clif_merge::read::{self, ParsedFunction};
 use clif_merge::report::{Report, Timings};
 use clif_merge::{FuncName, TargetInfo};
@@ -272,43 +274,68 @@ fn run(cli: &Cli) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", p.file.display()))?;
     }
     let mode: MergeMode = cli.merge_functions.parse()?;
-    let options = MergeOptions {
-        mode,
-        addresses_insignificant: cli.addresses_insignificant,
-        fold_cycles: !cli.no_cycles,
+    let options = PipelineOptions {
+        merge: MergeOptions {
+            mode,
+            addresses_insignificant: cli.addresses_insignificant,
+            fold_cycles: !cli.no_cycles,
+        },
+        similar: cli.merge_similar.then(SimilarOptions::default),
+        emit: EmitOptions {
+            per_function_section: cli.function_sections,
+            clif_thunks: cli.clif_thunks,
+            fold_machine_code: !cli.no_code_folding,
+        },
     };
     let merging_similar = cli.merge_similar && mode != MergeMode::Disabled;
+    if merging_similar && isa.is_none() {
+        return Err(format!(
+            "--merge-similar measures code size, and Cranelift cannot compile for {}",
+            target.triple()
+        ));
+    }
     // With merge-similar, explain the functions as read (they become thunks).
     let mut explanation = match (&cli.explain, merging_similar) {
         (Some(pair), true) => {
-            let plan = merge(&module, &target, &options);
-            Some(explain_pair(&module, &target, &options, &plan, pair, true)?)
+            let plan = merge(&module, &target, &options.merge);
+            Some(explain_pair(
+                &module,
+                &target,
+                &options.merge,
+                &plan,
+                pair,
+                true,
+            )?)
         }
         _ => None,
     };
-    let mut similar = None;
-    if merging_similar {
-        let isa = isa.as_ref().ok_or_else(|| {
-            format!(
-                "--merge-similar measures code size, and Cranelift cannot compile for {}",
-                target.triple()
-            )
-        })?;
-        let (rewritten, report) = merge_similar(
-            module,
-            &target,
-            &**isa,
-            &options,
-            &SimilarOptions::default(),
-        );
-        module = rewritten;
-        similar = Some(report);
-    }
-    let plan = merge(&module, &target, &options);
-    let merge_s = start.elapsed().as_secs_f64();
+    let building_s = start.elapsed().as_secs_f64();
+
+    // Analyse, and with `-o` compile, fold and define into an object.
+    let (analysis, emitted) = match (&cli.output, isa) {
+        (Some(_), Some(isa)) => {
+            progress.phase("merging and compiling", None);
+            let sink = ObjectSink::new(isa, &options.emit).map_err(|e| e.to_string())?;
+            let (analysis, done) =
+                pipeline::run(module, &target, &options, sink).map_err(|e| e.to_string())?;
+            (analysis, Some(done))
+        }
+        (_, isa) => {
+            let analysis = pipeline::analyse(module, &target, isa.as_deref(), &options)
+                .map_err(|e| e.to_string())?;
+            (analysis, None)
+        }
+    };
+    let merge_s = building_s + analysis.seconds;
+    let (module, plan, similar) = (analysis.module, analysis.plan, analysis.similar);
     if let (Some(pair), false) = (&cli.explain, merging_similar) {
         explanation = Some(explain_pair(
-            &module, &target, &options, &plan, pair, false,
+            &module,
+            &target,
+            &options.merge,
+            &plan,
+            pair,
+            false,
         )?);
     }
     if let (Some(text), Some(report), Some(pair)) = (&mut explanation, &similar, &cli.explain) {
@@ -332,23 +359,10 @@ fn run(cli: &Cli) -> Result<(), String> {
             None => {}
         }
     }
-
-    // Emit.
-    let mut emitted = None;
-    let mut object_bytes = None;
-    if cli.output.is_some() {
-        let isa = isa.expect("built above when -o is given");
-        progress.phase("compiling", None);
-        let emit_options = EmitOptions {
-            per_function_section: cli.function_sections,
-            clif_thunks: cli.clif_thunks,
-            fold_machine_code: !cli.no_code_folding,
-        };
-        let (bytes, summary) =
-            emit_object(&module, &plan, isa, &options, &emit_options).map_err(|e| e.to_string())?;
-        object_bytes = Some(bytes);
-        emitted = Some(summary);
-    }
+    let (object_bytes, emitted) = match emitted {
+        Some(done) => (Some(done.output), Some(done.summary)),
+        None => (None, None),
+    };
     let clif_text = cli.emit_clif.as_ref().map(|_| {
         let config = TargetFrontendConfig {
             default_call_conv: CallConv::triple_default(target.triple()),

@@ -78,12 +78,14 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module as CraneliftModule, ModuleDeclarations};
 use cranelift_object::{ObjectModule, ObjectProduct};
 
-use crate::emit::define::{define_all, AliasStyle, Naming};
+use crate::emit::define::{AliasStyle, Naming};
+use crate::emit::sink::{Emitted, Sink};
 use crate::emit::unwind::{Frames, JitFrames};
-use crate::emit::{compile_and_fold, EmitError, EmitOptions, EmitSummary};
-use crate::merge::similar::{merge_similar, SimilarOptions};
+use crate::emit::{EmitError, EmitOptions, EmitSummary};
+use crate::merge::similar::SimilarOptions;
 use crate::merge::{merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
+use crate::pipeline::{self, PipelineOptions};
 use crate::target::TargetInfo;
 
 /// What a caller of the plugin can get wrong, as a value.
@@ -179,14 +181,6 @@ impl FunctionMerger {
     pub fn with_thread_pool(mut self, pool: std::sync::Arc<rayon::ThreadPool>) -> Self {
         self.pool = Some(pool);
         self
-    }
-
-    /// Run `work` on the chosen thread pool.
-    fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
-        match &self.pool {
-            Some(pool) => pool.install(work),
-            None => work(),
-        }
     }
 
     /// Also merge functions that differ only in integer constants, memory offsets and
@@ -294,55 +288,100 @@ impl FunctionMerger {
         module: &mut M,
         style: AliasStyle,
     ) -> Result<Merged, PluginError> {
-        let mut merge_module = self.merge_module(module)?;
-        let mut ids: Vec<FuncId> = self.functions.iter().map(|(id, _)| *id).collect();
-        let isa = module.isa();
-        if let Some(similar) = &self.similar {
-            let (rewritten, report) = self
-                .on_pool(|| merge_similar(merge_module, &self.target, isa, &self.options, similar));
-            merge_module = declare_shared_bodies(module, rewritten, report.groups.len(), &mut ids)?;
-        }
-        let isa = module.isa();
-        let (compiled, plan) = self.on_pool(|| {
-            let plan = merge(&merge_module, &self.target, &self.options);
-            compile_and_fold(&merge_module, &plan, isa, &self.options, &self.emit)
-        })?;
-        let defined = define_all(
+        let merge_module = self.merge_module(module)?;
+        let sink = ModuleSink {
             module,
-            &merge_module,
-            &plan,
-            &compiled,
-            &self.emit,
             style,
-            Naming::Existing,
-        )?;
+            ids: self.functions.iter().map(|(id, _)| *id).collect(),
+            pool: self.pool.clone(),
+        };
+        let options = PipelineOptions {
+            merge: self.options.clone(),
+            similar: self.similar.clone(),
+            emit: self.emit.clone(),
+        };
+        let (_, done) = pipeline::run(merge_module, &self.target, &options, sink)?;
+        Ok(Merged {
+            summary: done.summary,
+            ..done.output
+        })
+    }
+}
+
+/// The plugin's sink: the compiler's own module, whose functions are declared already
+/// (`u0:N` is its `FuncId` N).
+struct ModuleSink<'m, M: CraneliftModule> {
+    module: &'m mut M,
+    style: AliasStyle,
+    /// The id of each merger function, by index (shared bodies appended).
+    ids: Vec<FuncId>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+}
+
+impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
+    type Module = M;
+    type Output = Merged;
+    type Error = PluginError;
+
+    fn module(&self) -> &M {
+        self.module
+    }
+
+    fn module_mut(&mut self) -> &mut M {
+        self.module
+    }
+
+    fn alias_style(&self) -> AliasStyle {
+        self.style
+    }
+
+    fn naming(&self) -> Naming {
+        Naming::Existing
+    }
+
+    fn shared_bodies(&mut self, module: Module, count: usize) -> Result<Module, PluginError> {
+        declare_shared_bodies(self.module, module, count, &mut self.ids)
+    }
+
+    fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        match &self.pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
+    }
+
+    fn finish(
+        self,
+        emitted: Emitted<'_>,
+        _summary: &mut EmitSummary,
+    ) -> Result<Merged, PluginError> {
+        let ids = self.ids;
         let index = ids
             .iter()
             .enumerate()
             .map(|(i, &id)| (id, FuncIndex::from_u32(i as u32)))
             .collect();
-        let aliases = defined
+        let aliases = emitted
+            .defined
             .aliases
             .iter()
-            .map(|&(f, alias, body)| (alias, body, merge_module.get(f).linkage))
+            .map(|&(f, alias, body)| (alias, body, emitted.module.get(f).linkage))
             .collect();
-        let code = compiled
+        let code = emitted
+            .compiled
             .bodies
             .iter()
             .filter_map(|(f, body)| Some((ids[f.as_u32() as usize], body.code.clone()?)))
             .collect();
-        let mut summary = defined.summary;
-        summary.codegen_s = compiled.seconds;
-        summary.plan = plan.clone();
         Ok(Merged {
-            plan,
+            plan: emitted.plan,
             index,
             ids,
             aliases,
-            style,
-            frames: defined.frames,
+            style: self.style,
+            frames: emitted.defined.frames,
             code,
-            summary,
+            summary: EmitSummary::default(),
         })
     }
 }

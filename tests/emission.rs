@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clif_merge::emit::jit::emit_jit;
-use clif_merge::emit::{build_isa, emit_object, EmitOptions, EmitSummary};
+use clif_merge::emit::{build_isa, EmitOptions, EmitSummary};
+use clif_merge::emit_jit;
+use clif_merge::emit_object;
 use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::{FuncName, TargetInfo};
 use cranelift_object::object::{self, Object as _, ObjectSection as _, ObjectSymbol as _};

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clif_merge::emit::clif::merged_clif;
-use clif_merge::emit::{build_isa, emit_object, EmitOptions};
+use clif_merge::emit::{build_isa, EmitOptions};
+use clif_merge::emit_object;
 use clif_merge::merge::{explain_in_plan, merge, Action, Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::read::{self, ReadError};
 use clif_merge::report::{Report, Timings};

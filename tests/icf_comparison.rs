@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clif_merge::emit::{build_isa, emit_object, EmitOptions};
+use clif_merge::emit::{build_isa, EmitOptions};
+use clif_merge::emit_object;
 use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::TargetInfo;
 use cranelift_object::object::{self, Object as _, ObjectSection as _, ObjectSymbol as _};

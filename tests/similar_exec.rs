@@ -27,8 +27,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clif_merge::emit::jit::emit_jit;
-use clif_merge::emit::{build_isa, emit_object, EmitOptions};
+use clif_merge::emit::{build_isa, EmitOptions};
+use clif_merge::emit_jit;
+use clif_merge::emit_object;
 use clif_merge::merge::similar::{merge_similar, SimilarOptions, SimilarReport};
 use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::read::parse_clif;

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clif_merge::emit::jit::emit_jit;
 use clif_merge::emit::EmitOptions;
+use clif_merge::emit_jit;
 use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::merge::{Linkage as MergeLinkage, MergeMode, MergeOptions, Module as MergeModule};
 use clif_merge::names::FuncName;

@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use clif_merge::emit::{build_isa, emit_object, EmitOptions};
+use clif_merge::emit::{build_isa, EmitOptions};
+use clif_merge::emit_object;
 use clif_merge::merge::similar::{merge_similar, SimilarOptions};
 use clif_merge::merge::{Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::report::{Report, Timings};

@@ -16,11 +16,10 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId};
 
-use super::compile_and_fold;
-use super::define::{define_all, AliasStyle, Naming};
+use super::define::{AliasStyle, Naming};
+use super::sink::{Emitted, Sink};
 use super::unwind::JitFrames;
-use super::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::{MergeOptions, MergePlan, Module};
+use super::{EmitError, EmitSummary};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
@@ -45,63 +44,92 @@ impl JitFunctions {
             .map(|&id| self.module.get_finalized_function(id))
     }
 
+    /// With `summary` as what was compiled and defined.
+    pub(crate) fn with_summary(self, summary: EmitSummary) -> Self {
+        Self { summary, ..self }
+    }
+
     /// The frames registered with the unwinder ([`JitFrames::registrations`]).
     pub fn frames(&self) -> &JitFrames {
         &self.frames
     }
 }
 
-/// Compile `plan` for the host into executable memory. `symbols` resolves functions the
-/// module calls but does not define.
-pub fn emit_jit(
-    module: &Module,
-    plan: &MergePlan,
-    merge_options: &MergeOptions,
-    options: &EmitOptions,
-    symbols: impl IntoIterator<Item = (String, *const u8)>,
-) -> Result<JitFunctions, EmitError> {
-    let host = TargetInfo::host();
-    let unsupported = |reason: String| EmitError::UnsupportedTarget {
-        target: host.triple().to_string(),
-        reason,
-    };
-    let mut flags = settings::builder();
-    for (name, value) in [("is_pic", "false"), ("preserve_frame_pointers", "true")] {
-        flags
-            .set(name, value)
+/// The JIT sink: everything defined in a `JITModule` for the host (`is_pic` off, frame
+/// pointers kept); finishing finalizes it and registers the frames.
+pub struct JitSink {
+    jit: JITModule,
+}
+
+impl JitSink {
+    /// A sink compiling for the host; `symbols` resolves functions the module calls but
+    /// does not define.
+    pub fn new(symbols: impl IntoIterator<Item = (String, *const u8)>) -> Result<Self, EmitError> {
+        let host = TargetInfo::host();
+        let unsupported = |reason: String| EmitError::UnsupportedTarget {
+            target: host.triple().to_string(),
+            reason,
+        };
+        let mut flags = settings::builder();
+        for (name, value) in [("is_pic", "false"), ("preserve_frame_pointers", "true")] {
+            flags
+                .set(name, value)
+                .map_err(|e| unsupported(e.to_string()))?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(|e| unsupported(e.to_string()))?
+            .finish(settings::Flags::new(flags))
             .map_err(|e| unsupported(e.to_string()))?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        builder.symbols(symbols);
+        Ok(Self {
+            jit: JITModule::new(builder),
+        })
     }
-    let isa = cranelift_native::builder()
-        .map_err(|e| unsupported(e.to_string()))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| unsupported(e.to_string()))?;
-    let (compiled, final_plan) = compile_and_fold(module, plan, &*isa, merge_options, options)?;
-    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-    builder.symbols(symbols);
-    let mut jit = JITModule::new(builder);
-    let defined = define_all(
-        &mut jit,
-        module,
-        &final_plan,
-        &compiled,
-        options,
-        AliasStyle::BodyId,
-        Naming::Declare,
-    )?;
-    jit.finalize_definitions().map_err(|e| EmitError::Module {
-        context: "finalizing the JIT module".into(),
-        source: Box::new(e),
-    })?;
-    let frames = defined
-        .frames
-        .register_jit(|id| jit.get_finalized_function(id))?;
-    let mut summary = defined.summary;
-    summary.codegen_s = compiled.seconds;
-    summary.plan = final_plan;
-    Ok(JitFunctions {
-        frames,
-        module: jit,
-        ids: defined.ids,
-        summary,
-    })
+}
+
+impl Sink for JitSink {
+    type Module = JITModule;
+    type Output = JitFunctions;
+    type Error = EmitError;
+
+    fn module(&self) -> &JITModule {
+        &self.jit
+    }
+
+    fn module_mut(&mut self) -> &mut JITModule {
+        &mut self.jit
+    }
+
+    fn alias_style(&self) -> AliasStyle {
+        AliasStyle::BodyId
+    }
+
+    fn naming(&self) -> Naming {
+        Naming::Declare
+    }
+
+    fn finish(
+        mut self,
+        emitted: Emitted<'_>,
+        _summary: &mut EmitSummary,
+    ) -> Result<JitFunctions, EmitError> {
+        self.jit
+            .finalize_definitions()
+            .map_err(|e| EmitError::Module {
+                context: "finalizing the JIT module".into(),
+                source: Box::new(e),
+            })?;
+        let jit = self.jit;
+        let frames = emitted
+            .defined
+            .frames
+            .register_jit(|id| jit.get_finalized_function(id))?;
+        Ok(JitFunctions {
+            frames,
+            module: jit,
+            ids: emitted.defined.ids,
+            summary: EmitSummary::default(),
+        })
+    }
 }

@@ -13,8 +13,6 @@
 //! setting is off. cranelift-object's own `unwind_info` option is left off: it covers only
 //! functions compiled through `define_function`, and every body here is defined as bytes.
 
-use std::time::Instant;
-
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_module::{default_libcall_names, FuncId};
@@ -24,10 +22,10 @@ use cranelift_object::object::{
 };
 use cranelift_object::{ObjectBuilder, ObjectModule, ObjectProduct};
 
-use super::compile_and_fold;
-use super::define::{define_all, AliasStyle, Naming};
+use super::define::{AliasStyle, Naming};
+use super::sink::{Emitted, Sink};
 use super::unwind::Frames;
-use crate::merge::{FuncIndex, Linkage, MergeOptions, MergePlan, Module};
+use crate::merge::{FuncIndex, Linkage, MergePlan};
 use crate::target::{ObjectFormat, TargetInfo};
 
 /// Why an object could not be written.
@@ -151,65 +149,78 @@ pub fn build_isa(
         .map_err(|e| unsupported(e.to_string()))
 }
 
-/// Compile `plan`, fold bodies that compiled to the same machine code (unless
-/// `options.fold_machine_code` is off), and write the object. The returned summary holds
-/// the final plan.
-pub fn emit_object(
-    module: &Module,
-    plan: &MergePlan,
-    isa: OwnedTargetIsa,
-    merge_options: &MergeOptions,
-    options: &EmitOptions,
-) -> Result<(Vec<u8>, EmitSummary), EmitError> {
-    let target =
-        TargetInfo::new(isa.triple().clone()).map_err(|e| EmitError::UnsupportedTarget {
-            target: isa.triple().to_string(),
-            reason: e.to_string(),
-        })?;
-    if target.object_format() == ObjectFormat::Other {
-        return Err(EmitError::UnsupportedTarget {
-            target: isa.triple().to_string(),
-            reason: "no object file format for this triple".into(),
-        });
-    }
-    let (compiled, final_plan) = compile_and_fold(module, plan, &*isa, merge_options, options)?;
+/// The object sink: bodies, thunks and aliases defined in an `ObjectModule`; finishing
+/// points the aliases, writes the unwind information and the object's bytes.
+pub struct ObjectSink {
+    object: ObjectModule,
+}
 
-    let emit_start = Instant::now();
-    let mut builder =
-        ObjectBuilder::new(isa, "clif-merge", default_libcall_names()).map_err(|e| {
-            EmitError::Module {
-                context: "creating the object".into(),
-                source: Box::new(e),
-            }
-        })?;
-    builder.per_function_section(options.per_function_section);
-    let mut object = ObjectModule::new(builder);
-    let defined = define_all(
-        &mut object,
-        module,
-        &final_plan,
-        &compiled,
-        options,
-        AliasStyle::PatchedSymbol,
-        Naming::Declare,
-    )?;
-    let mut product = object.finish();
-    let aliases: Vec<(FuncId, FuncId, Linkage)> = defined
-        .aliases
-        .iter()
-        .map(|&(f, alias, body)| (alias, body, module.get(f).linkage))
-        .collect();
-    finish_product(&mut product, &aliases, &defined.frames)?;
-    let bytes = product
-        .object
-        .write()
-        .map_err(|e| EmitError::Object(e.to_string()))?;
-    let mut summary = defined.summary;
-    summary.text_bytes = text_bytes(&bytes);
-    summary.codegen_s = compiled.seconds;
-    summary.emit_s = emit_start.elapsed().as_secs_f64();
-    summary.plan = final_plan;
-    Ok((bytes, summary))
+impl ObjectSink {
+    /// A sink writing an object for `isa`, with one section per function if `options` say
+    /// so.
+    pub fn new(isa: OwnedTargetIsa, options: &EmitOptions) -> Result<Self, EmitError> {
+        let target =
+            TargetInfo::new(isa.triple().clone()).map_err(|e| EmitError::UnsupportedTarget {
+                target: isa.triple().to_string(),
+                reason: e.to_string(),
+            })?;
+        if target.object_format() == ObjectFormat::Other {
+            return Err(EmitError::UnsupportedTarget {
+                target: isa.triple().to_string(),
+                reason: "no object file format for this triple".into(),
+            });
+        }
+        let mut builder =
+            ObjectBuilder::new(isa, "clif-merge", default_libcall_names()).map_err(|e| {
+                EmitError::Module {
+                    context: "creating the object".into(),
+                    source: Box::new(e),
+                }
+            })?;
+        builder.per_function_section(options.per_function_section);
+        Ok(Self {
+            object: ObjectModule::new(builder),
+        })
+    }
+}
+
+impl Sink for ObjectSink {
+    type Module = ObjectModule;
+    type Output = Vec<u8>;
+    type Error = EmitError;
+
+    fn module(&self) -> &ObjectModule {
+        &self.object
+    }
+
+    fn module_mut(&mut self) -> &mut ObjectModule {
+        &mut self.object
+    }
+
+    fn alias_style(&self) -> AliasStyle {
+        AliasStyle::PatchedSymbol
+    }
+
+    fn naming(&self) -> Naming {
+        Naming::Declare
+    }
+
+    fn finish(self, emitted: Emitted<'_>, summary: &mut EmitSummary) -> Result<Vec<u8>, EmitError> {
+        let mut product = self.object.finish();
+        let aliases: Vec<(FuncId, FuncId, Linkage)> = emitted
+            .defined
+            .aliases
+            .iter()
+            .map(|&(f, alias, body)| (alias, body, emitted.module.get(f).linkage))
+            .collect();
+        finish_product(&mut product, &aliases, &emitted.defined.frames)?;
+        let bytes = product
+            .object
+            .write()
+            .map_err(|e| EmitError::Object(e.to_string()))?;
+        summary.text_bytes = text_bytes(&bytes);
+        Ok(bytes)
+    }
 }
 
 /// Finish an object that `ObjectModule::finish` wrote: point every alias

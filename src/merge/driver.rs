@@ -74,7 +74,7 @@ use rayon::prelude::*;
 
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::FoundBy;
-use super::{MergeMode, MergeOptions};
+use super::MergeOptions;
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
 use crate::detect::hash::{hash_visiting, StableHasher, StableState};
 use crate::detect::walk::CfgWalk;
@@ -167,10 +167,7 @@ impl Facts {
         };
         for (f, m) in module.iter() {
             facts.redirectable[f] = m.linkage != Linkage::Preemptible;
-            facts.address_is_class[f] = m.linkage == Linkage::Local
-                && (options.mode == MergeMode::Aliases
-                    || options.addresses_insignificant
-                    || m.unnamed_addr);
+            facts.address_is_class[f] = options.address_is_class(m);
         }
         facts
     }

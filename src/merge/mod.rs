@@ -69,6 +69,23 @@ impl Default for MergeOptions {
     }
 }
 
+impl MergeOptions {
+    /// Whether comparing `m`'s address with another function's may be observed, so that a
+    /// folded `m` must keep an address of its own: yes unless the mode makes folded
+    /// functions aliases, the user declared every address insignificant, or `m` is
+    /// `unnamed_addr`. The one statement of this rule; everything else asks it.
+    pub fn address_compared(&self, m: &ModuleFunction) -> bool {
+        !(self.mode == MergeMode::Aliases || self.addresses_insignificant || m.unnamed_addr)
+    }
+
+    /// Whether `m` is local and nobody compares its address: if it folds it is erased, and
+    /// its address becomes its group's body's, so a reference to its address can be
+    /// compared by `m`'s class like a call.
+    pub fn address_is_class(&self, m: &ModuleFunction) -> bool {
+        m.linkage == Linkage::Local && !self.address_compared(m)
+    }
+}
+
 /// The first difference between `a` and `b` as the merger sees them: a direct call
 /// into the caller's own group is a call to itself, a call into another group is that
 /// group, and so is the address of a local function whose address nobody compares;
@@ -123,11 +140,7 @@ impl ByPlan<'_> {
 
     /// The driver's rule: a local function whose address nobody compares.
     fn address_is_class(&self, f: FuncIndex) -> bool {
-        let m = self.module.get(f);
-        m.linkage == Linkage::Local
-            && (self.options.mode == MergeMode::Aliases
-                || self.options.addresses_insignificant
-                || m.unnamed_addr)
+        self.options.address_is_class(self.module.get(f))
     }
 }
 

@@ -32,7 +32,7 @@ use cranelift_entity::SecondaryMap;
 
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::{Action, Body, FoundBy, Group, MergePlan};
-use super::{MergeMode, MergeOptions};
+use super::MergeOptions;
 use crate::target::TargetInfo;
 
 /// The key that chooses the kept function: smallest wins.
@@ -67,10 +67,7 @@ pub(crate) fn plan_groups(
     let significant = |g: FuncIndex| {
         let m = module.get(g);
         let taken = m.linkage != Linkage::Local || address_used[g];
-        taken
-            && !(options.mode == MergeMode::Aliases
-                || options.addresses_insignificant
-                || m.unnamed_addr)
+        taken && options.address_compared(m)
     };
     let name_only = |g: FuncIndex| {
         if significant(g) || !target.supports_aliases() {

@@ -26,7 +26,8 @@
 
 use std::path::Path;
 
-use clif_merge::emit::{build_isa, emit_object, EmitOptions, EmitSummary};
+use clif_merge::emit::{build_isa, EmitOptions, EmitSummary};
+use clif_merge::emit_object;
 use clif_merge::merge::{
     Action, Body, FoundBy, Linkage, MergeMode, MergeOptions, MergePlan, Module,
 };
