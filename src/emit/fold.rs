@@ -24,7 +24,7 @@ use cranelift_entity::SecondaryMap;
 use cranelift_module::ModuleRelocTarget;
 
 use super::compile::{Compiled, FUNCTION_NAMESPACE};
-use crate::merge::driver::refine_partition;
+use crate::merge::refine::refine_partition;
 use crate::merge::{policy, FuncIndex, Linkage, MergeMode, MergeOptions, Module};
 use crate::merge::{FoundBy, MergePlan};
 use crate::target::TargetInfo;

@@ -1,17 +1,19 @@
 //! The merger: fold every group of equal functions into one body.
 //!
 //! - [`module`]: the input, functions with names, linkages and address significance;
-//! - [`driver`]: which functions are equal (worklist and tree, then cycles);
+//! - [`groups`]: which functions are equal (shapes, worklist and tree, then cycles);
+//! - [`refine`]: optimistic partition refinement (cycles, and machine-code folding);
 //! - [`policy`]: what each folded function becomes (erased, alias, thunk);
 //! - [`plan`]: the result, [`MergePlan`] (extended after code generation by
 //!   [`crate::emit::fold`], bodies that compiled to the same code);
 //! - [`similar`]: merge-similar, one body for functions that differ only in constants
 //!   and callees (`--merge-similar`).
 
-pub mod driver;
+pub mod groups;
 pub mod module;
 pub mod plan;
 pub mod policy;
+pub mod refine;
 pub mod similar;
 
 pub use module::{FuncIndex, Linkage, Module, ModuleError, ModuleFunction};
@@ -214,6 +216,6 @@ pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Me
     if options.mode == MergeMode::Disabled {
         return MergePlan::default();
     }
-    let found = driver::find_groups(module, target, options);
+    let found = groups::find_groups(module, target, options);
     policy::plan_groups(module, target, options, found.groups, &found.address_used)
 }

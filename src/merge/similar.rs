@@ -51,7 +51,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::driver;
+use super::groups;
 use super::module::{FuncIndex, Linkage, Module, ModuleFunction};
 use super::MergeOptions;
 use crate::detect::encode::Token;
@@ -156,7 +156,7 @@ pub fn merge_similar(
     similar: &SimilarOptions,
 ) -> (Module, SimilarReport) {
     let mut report = SimilarReport::default();
-    let found = driver::find_groups(&module, target, options);
+    let found = groups::find_groups(&module, target, options);
     let mut class_of: SecondaryMap<FuncIndex, FuncIndex> = SecondaryMap::new();
     let mut siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
     for f in module.indices() {

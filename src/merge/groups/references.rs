@@ -1,0 +1,242 @@
+//! What each function does with the module's other functions, from the same walk that
+//! computes its structural hash: the functions it calls and whose addresses it takes (what
+//! [`crate::merge::Module::references`] finds, gathered while the function is in the
+//! cache), what the linkages and options say of each function, and the call graph the
+//! worklist revisits callers by.
+
+use cranelift_codegen::ir::{Block, FuncRef, GlobalValue, GlobalValueData, InstructionData};
+use cranelift_entity::{EntityRef, SecondaryMap};
+
+use super::sized;
+use crate::detect::hash::hash_visiting;
+use crate::merge::module::{FuncIndex, Linkage, Module};
+use crate::merge::MergeOptions;
+use crate::names::FuncName;
+
+/// What the linkages and options say of each function.
+pub(super) struct Facts {
+    /// Calls to it may be redirected (it is not preemptible).
+    pub(super) redirectable: SecondaryMap<FuncIndex, bool>,
+    /// Local, and nobody compares its address: if it folds it is erased, and its address
+    /// becomes its group's body's. Its address can be encoded by class.
+    pub(super) address_is_class: SecondaryMap<FuncIndex, bool>,
+}
+
+impl Facts {
+    pub(super) fn new(module: &Module, options: &MergeOptions) -> Self {
+        let mut facts = Facts {
+            redirectable: sized(module.len()),
+            address_is_class: sized(module.len()),
+        };
+        for (f, m) in module.iter() {
+            facts.redirectable[f] = m.linkage != Linkage::Preemptible;
+            facts.address_is_class[f] = options.address_is_class(m);
+        }
+        facts
+    }
+}
+
+/// One function's structural hash and references, from one walk. The references are kept
+/// in a buffer shared by the functions of a [`Chunk`]; [`Walked::refs`] reads them.
+pub(super) struct Walked {
+    pub(super) hash: u64,
+    /// How many instructions the walk reached.
+    pub(super) insts: u32,
+    /// Where, in the chunk's buffer, the function's references start, and where its func
+    /// refs, global values, calls and addresses end.
+    pub(super) bounds: [u32; 5],
+}
+
+/// In a chunk's references: names no module function.
+pub(super) const NO_FUNCTION: u32 = u32::MAX;
+
+/// Buffers reused from one function's walk to the next.
+#[derive(Default)]
+pub(super) struct WalkBuffers {
+    pub(super) calls: Vec<u32>,
+    pub(super) addresses: Vec<u32>,
+    /// The blocks of the last walk, in walk order.
+    pub(super) blocks: Vec<Block>,
+}
+
+impl Walked {
+    /// The structural hash ([`crate::detect::function_hash`]) and what
+    /// [`Module::references`] finds, in one walk over the reachable blocks; the whole
+    /// layout is walked again only when some block is unreachable (its calls count too).
+    /// The references are appended to `refs`.
+    pub(super) fn new(
+        module: &Module,
+        f: FuncIndex,
+        buffers: &mut WalkBuffers,
+        refs: &mut Vec<u32>,
+    ) -> Self {
+        let func = &module.get(f).func;
+        let lookup = |name| {
+            module
+                .lookup(&FuncName::of_external(func, name))
+                .map_or(NO_FUNCTION, |f| f.as_u32())
+        };
+        let WalkBuffers {
+            calls,
+            addresses,
+            blocks,
+        } = buffers;
+        let start = refs.len();
+        refs.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
+        let func_refs = &refs[start..];
+        calls.clear();
+        addresses.clear();
+        let visit = |data: &InstructionData, calls: &mut Vec<u32>, addresses: &mut Vec<u32>| {
+            let (list, target) = match *data {
+                InstructionData::Call { func_ref, .. }
+                | InstructionData::TryCall { func_ref, .. } => (calls, func_ref),
+                InstructionData::FuncAddr { func_ref, .. } => (addresses, func_ref),
+                _ => return,
+            };
+            match func_refs[target.as_u32() as usize] {
+                NO_FUNCTION => {}
+                f => list.push(f),
+            }
+        };
+        let mut insts = 0u32;
+        let (hash, reached) = hash_visiting(func, blocks, |data| {
+            insts += 1;
+            visit(data, calls, addresses)
+        });
+        // Every block of the layout reached, unless fewer blocks were reached than exist
+        // and than the layout holds.
+        if reached < func.dfg.num_blocks() && reached < func.layout.blocks().count() {
+            calls.clear();
+            addresses.clear();
+            for block in func.layout.blocks() {
+                for inst in func.layout.block_insts(block) {
+                    visit(&func.dfg.insts[inst], calls, addresses);
+                }
+            }
+        }
+        let func_refs_end = refs.len();
+        for gv in func.global_values.values() {
+            let named = match gv {
+                GlobalValueData::Symbol { name, .. } => lookup(name),
+                _ => NO_FUNCTION,
+            };
+            if named != NO_FUNCTION {
+                addresses.push(named);
+            }
+            refs.push(named);
+        }
+        let symbols_end = refs.len();
+        calls.sort_unstable();
+        calls.dedup();
+        addresses.sort_unstable();
+        addresses.dedup();
+        refs.extend_from_slice(calls);
+        let calls_end = refs.len();
+        refs.extend_from_slice(addresses);
+        let bounds = [start, func_refs_end, symbols_end, calls_end, refs.len()];
+        Self {
+            hash,
+            insts,
+            bounds: bounds.map(|b| b as u32),
+        }
+    }
+
+    /// Its references, in `refs`, its chunk's buffer.
+    #[inline]
+    pub(super) fn refs<'c>(&self, refs: &'c [u32]) -> Refs<'c> {
+        let part = |i: usize| &refs[self.bounds[i] as usize..self.bounds[i + 1] as usize];
+        Refs {
+            func_refs: part(0),
+            symbols: part(1),
+            calls: part(2),
+            addresses: part(3),
+        }
+    }
+}
+
+/// What one function does with the functions of the module (as [`Module::references`]).
+#[derive(Clone, Copy)]
+pub(super) struct Refs<'c> {
+    /// For each `FuncRef`, the module function it names, or [`NO_FUNCTION`].
+    pub(super) func_refs: &'c [u32],
+    /// For each global value, the module function a `symbol` names, or [`NO_FUNCTION`].
+    pub(super) symbols: &'c [u32],
+    /// The module functions it calls directly, in index order.
+    pub(super) calls: &'c [u32],
+    /// The module functions whose address it takes, in index order.
+    pub(super) addresses: &'c [u32],
+}
+
+impl<'c> Refs<'c> {
+    pub(super) fn function(index: Option<&u32>) -> Option<FuncIndex> {
+        index
+            .filter(|&&f| f != NO_FUNCTION)
+            .map(|&f| FuncIndex::from_u32(f))
+    }
+
+    /// The module function `callee` names, if any.
+    pub(super) fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
+        Self::function(self.func_refs.get(callee.as_u32() as usize))
+    }
+
+    /// The module function the `symbol` global value `gv` names, if any.
+    pub(super) fn symbol(&self, gv: GlobalValue) -> Option<FuncIndex> {
+        Self::function(self.symbols.get(gv.as_u32() as usize))
+    }
+
+    pub(super) fn calls(&self) -> impl Iterator<Item = FuncIndex> + 'c {
+        self.calls.iter().map(|&f| FuncIndex::from_u32(f))
+    }
+
+    pub(super) fn addresses(&self) -> impl Iterator<Item = FuncIndex> + 'c {
+        self.addresses.iter().map(|&f| FuncIndex::from_u32(f))
+    }
+
+    pub(super) fn is_called(&self, f: FuncIndex) -> bool {
+        self.calls.binary_search(&f.as_u32()).is_ok()
+    }
+}
+
+/// The call graph the worklist needs, in one array: for each function, the functions that
+/// call it, or take its address when that address is its class's.
+pub(super) struct Callers {
+    pub(super) start: Vec<u32>,
+    pub(super) list: Vec<FuncIndex>,
+}
+
+impl Callers {
+    pub(super) fn new<'c>(
+        module: &Module,
+        facts: &Facts,
+        refs: impl Iterator<Item = Refs<'c>> + Clone,
+    ) -> Self {
+        let edges = |r: Refs<'c>| {
+            let addresses = r
+                .addresses()
+                .filter(move |&t| facts.address_is_class[t] && !r.is_called(t));
+            r.calls().chain(addresses)
+        };
+        let mut start = vec![0u32; module.len() + 1];
+        for r in refs.clone() {
+            for callee in edges(r) {
+                start[callee.index() + 1] += 1;
+            }
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut list = vec![FuncIndex::from_u32(0); start[module.len()] as usize];
+        let mut next = start.clone();
+        for (caller, r) in module.indices().zip(refs) {
+            for callee in edges(r) {
+                list[next[callee.index()] as usize] = caller;
+                next[callee.index()] += 1;
+            }
+        }
+        Self { start, list }
+    }
+
+    pub(super) fn of(&self, f: FuncIndex) -> &[FuncIndex] {
+        &self.list[self.start[f.index()] as usize..self.start[f.index() + 1] as usize]
+    }
+}
