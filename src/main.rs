@@ -5,7 +5,10 @@
 //! report, merged CLIF, an explanation). Every output is built in memory first and
 //! written through a temporary file and a rename; on any error, outputs already at the
 //! given paths are removed, so a failed run never leaves a partial or stale file behind.
-//! Exit status: 0 on success, 1 on an error in the input or the run, 2 on a usage error.
+//! Exit status: 0 on success, 1 on an error in the input or the run, 2 on a usage error,
+//! 3 when `--fail-on-regression` finds a size regression ([`cli::size`]).
+
+mod cli;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -103,6 +106,9 @@ struct Cli {
     /// No progress bar and no summary table.
     #[arg(short, long)]
     quiet: bool,
+
+    #[command(flatten)]
+    size: cli::size::SizeArgs,
 }
 
 fn parse_setting(s: &str) -> Result<(String, String), String> {
@@ -133,7 +139,7 @@ fn parse_linkage(s: &str) -> Result<(glob::Pattern, Linkage), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let outputs: Vec<PathBuf> = [&cli.output, &cli.report, &cli.emit_clif]
+    let outputs: Vec<PathBuf> = [&cli.output, &cli.report, &cli.emit_clif, &cli.size.plot]
         .into_iter()
         .flatten()
         .filter(|p| p.as_os_str() != "-")
@@ -157,7 +163,7 @@ fn main() -> ExitCode {
         })
     };
     match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             for path in outputs.iter().filter(|p| !is_input(p)) {
                 let _ = std::fs::remove_file(path);
@@ -216,7 +222,7 @@ impl Progress {
     }
 }
 
-fn run(cli: &Cli) -> Result<(), String> {
+fn run(cli: &Cli) -> Result<ExitCode, String> {
     if let Some(n) = cli.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
@@ -309,6 +315,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         }
         _ => None,
     };
+    let original = cli::size::keep_original(&cli.size, merging_similar, &module);
     let building_s = start.elapsed().as_secs_f64();
 
     // Analyse, and with `-o` compile, fold and define into an object.
@@ -382,18 +389,27 @@ fn run(cli: &Cli) -> Result<(), String> {
         codegen_s: emitted.as_ref().map_or(0.0, |e| e.codegen_s),
         emit_s: emitted.as_ref().map_or(0.0, |e| e.emit_s),
     };
+    let final_plan = emitted.as_ref().map_or(&plan, |e| &e.plan);
     let report = Report::new(
         target.triple().to_string(),
         cli.merge_functions.clone(),
         &module,
-        emitted.as_ref().map_or(&plan, |e| &e.plan),
+        final_plan,
         emitted.as_ref(),
         timings,
     );
-    let report = match similar {
+    let mut report = match similar {
         Some(similar) => report.with_similar(similar),
         None => report,
     };
+    let facts = cli::size::RunFacts {
+        module: &module,
+        original: original.as_ref(),
+        target: &target,
+        options: &options.merge,
+        plan: final_plan,
+    };
+    let size = cli::size::apply(&cli.size, &mut report, &facts)?;
 
     // Write everything, each file atomically.
     if let (Some(path), Some(bytes)) = (&cli.output, &object_bytes) {
@@ -406,13 +422,19 @@ fn run(cli: &Cli) -> Result<(), String> {
     if let (Some(path), Some(text)) = (&cli.emit_clif, &clif_text) {
         write_output(path, text.as_bytes())?;
     }
+    if let (Some(path), Some(svg)) = (&cli.size.plot, &size.plot) {
+        write_output(path, svg)?;
+    }
     if let Some(text) = explanation {
         print!("{text}");
     }
     if !cli.quiet && std::io::stdout().is_terminal() {
-        print!("{}", report.table());
+        print!("{}", report.table_with_top(cli.size.top));
     }
-    Ok(())
+    let stdout_taken = [&cli.report, &cli.emit_clif]
+        .into_iter()
+        .any(|p| p.as_ref().is_some_and(|p| p.as_os_str() == "-"));
+    Ok(cli::size::finish(&size, cli.quiet, stdout_taken))
 }
 
 /// What `--explain A B` prints: whether the two functions share a body, and if not where

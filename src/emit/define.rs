@@ -24,6 +24,7 @@ use cranelift_module::{
 };
 
 use super::compile::{compile_one, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
+use super::sizes::padded;
 use super::thunk::{clif_thunk, jump_thunk};
 use super::unwind::Frames;
 use super::{EmitError, EmitOptions, EmitSummary};
@@ -251,11 +252,16 @@ pub fn define_all<M: CraneliftModule>(
     for (f, id, job) in jobs {
         let mf = module.get(f);
         let context = || format!("defining {}", mf.name);
+        // A group's body in a new local symbol is not the kept name's own code.
+        let own = own_id.get(&f) == Some(&id);
         match job {
             Job::Code(code) | Job::Copy(code) => {
                 m.define_function_bytes(id, code.alignment, &code.bytes, &rename(code, id)?)
                     .map_err(|e| module_error(context(), e))?;
                 frames.add(id, code.bytes.len(), code.unwind.as_ref());
+                if own {
+                    summary.sizes.own[f] = padded(code.bytes.len(), code.alignment);
+                }
                 if matches!(job, Job::Copy(_)) {
                     summary.copied.push(f);
                 } else {
@@ -265,6 +271,7 @@ pub fn define_all<M: CraneliftModule>(
             Job::Jump(thunk) => {
                 m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &[thunk.reloc])
                     .map_err(|e| module_error(context(), e))?;
+                summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
             }
             Job::Empty => {
@@ -306,9 +313,14 @@ pub fn define_all<M: CraneliftModule>(
                 m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &relocs)
                     .map_err(|e| module_error(context(), e))?;
                 frames.add(id, thunk.bytes.len(), thunk.unwind.as_ref());
+                summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
             }
         }
+    }
+    for f in module.indices() {
+        let body = &compiled.bodies[&plan.group_of(f).map_or(f, |g| g.kept)];
+        summary.sizes.runs[f] = padded(body.bytes.len(), body.alignment);
     }
     summary.unmerged_code_bytes_estimate = module
         .indices()

@@ -107,6 +107,8 @@ pub struct EmitSummary {
     pub copied: Vec<FuncIndex>,
     /// Bytes of code in the object's text sections.
     pub text_bytes: u64,
+    /// Bytes of `.text` per function, as defined ([`super::sizes`]).
+    pub sizes: super::sizes::CodeSizes,
     /// Bytes of code the functions would take unmerged, estimated as the size of the body
     /// each function runs (equal functions compile to the same code), without padding.
     pub unmerged_code_bytes_estimate: u64,

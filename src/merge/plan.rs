@@ -5,12 +5,12 @@
 //! is equal.
 
 use cranelift_entity::SecondaryMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::module::{FuncIndex, Module};
 
 /// What becomes of one function.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// Compiled from its own body (every function not in a group, and each group's kept one).
@@ -50,7 +50,7 @@ pub enum Body {
 }
 
 /// How a group of equal functions was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FoundBy {
     /// LLVM's worklist and tree (identical, or identical once callees were folded).

@@ -49,7 +49,7 @@ use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_entity::SecondaryMap;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::groups;
 use super::module::{FuncIndex, Linkage, Module, ModuleFunction};
@@ -64,7 +64,7 @@ use crate::target::TargetInfo;
 pub const MAX_HOLES: usize = 8;
 
 /// One group merged by this pass.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SimilarGroup {
     /// The new local function holding the shared body.
     pub body: String,
@@ -76,6 +76,14 @@ pub struct SimilarGroup {
     pub bytes_before: u64,
     /// `.text` bytes of the shared body and the thunks after.
     pub bytes_after: u64,
+    /// `.text` bytes of every member compiled from its own body, equal members each
+    /// counted (what the group takes unmerged; measured with the cost model, 0 without it).
+    pub unmerged_bytes: u64,
+    /// Bytes the group saves in the object written: `unmerged_bytes` minus the shared
+    /// body and the code its members' calls run (their thunks). Filled by the report when
+    /// an object was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<i64>,
 }
 
 /// Options of merge-similar.
@@ -94,7 +102,7 @@ impl Default for SimilarOptions {
 }
 
 /// What the pass did.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SimilarReport {
     /// The groups merged.
     pub groups: Vec<SimilarGroup>,
@@ -248,9 +256,11 @@ pub fn merge_similar(
                 return Some((c, built));
             }
             let measure = |f: Function| isa.text_size(f);
-            let mut before = 0;
+            let (mut before, mut unmerged) = (0, 0);
             for &m in &c.members {
-                before += measure(module.get(m).func.clone())?;
+                let bytes = measure(module.get(m).func.clone())?;
+                before += bytes;
+                unmerged += bytes * siblings[m].len().max(1) as u64;
             }
             let mut after = measure(built.body.clone())?;
             for (_, thunk) in &built.thunks {
@@ -261,6 +271,7 @@ pub fn merge_similar(
                 Built {
                     before,
                     after,
+                    unmerged,
                     ..built
                 },
             ))
@@ -305,6 +316,8 @@ pub fn merge_similar(
             holes: candidate.params.len(),
             bytes_before: b.before,
             bytes_after: b.after,
+            unmerged_bytes: b.unmerged,
+            saved_bytes: None,
         });
         bodies.push(body);
     }
@@ -336,6 +349,7 @@ struct Built {
     thunks: Vec<(FuncIndex, Function)>,
     before: u64,
     after: u64,
+    unmerged: u64,
 }
 
 /// The name every thunk calls before the body is named.
@@ -528,6 +542,7 @@ fn build(
         thunks,
         before: 0,
         after: 0,
+        unmerged: 0,
     })
 }
 
