@@ -434,7 +434,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     let stdout_taken = [&cli.report, &cli.emit_clif]
         .into_iter()
         .any(|p| p.as_ref().is_some_and(|p| p.as_os_str() == "-"));
-    Ok(cli::size::finish(&size, cli.quiet, stdout_taken))
+    Ok(cli::size::finish(&size, stdout_taken))
 }
 
 /// What `--explain A B` prints: whether the two functions share a body, and if not where

@@ -243,8 +243,8 @@ impl Report {
         self.functions -= similar.groups.len();
         for group in &mut similar.groups {
             let body = self.symbols.iter().position(|s| s.name == group.body);
-            let body_bytes = body.and_then(|i| self.symbols.remove(i).body_bytes);
-            let mut runs = body_bytes;
+            group.body_bytes = body.and_then(|i| self.symbols.remove(i).body_bytes);
+            let mut runs = group.body_bytes;
             for symbol in self
                 .symbols
                 .iter_mut()
@@ -351,20 +351,18 @@ impl Report {
         }
         let total = self.groups_by_saved_bytes().len();
         let mut out = if total > groups.len() {
-            format!("top {} of {total} groups by bytes saved\n", groups.len())
+            format!("  top {} of {total} groups by bytes saved\n", groups.len())
         } else {
-            "groups by bytes saved\n".to_string()
+            "  groups by bytes saved\n".to_string()
         };
         let width = groups
             .iter()
             .map(|g| g.saved_bytes.unwrap_or(0).to_string().len())
             .max()
-            .unwrap_or(0)
-            .max("saved".len());
-        out.push_str(&format!("  {:>width$}  group\n", "saved"));
+            .unwrap_or(0);
         for g in groups {
             out.push_str(&format!(
-                "  {:>width$}  {}\n",
+                "    {:>width$}  {}\n",
                 g.saved_bytes.unwrap_or(0),
                 g.describe()
             ));

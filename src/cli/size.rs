@@ -107,10 +107,11 @@ pub fn apply(args: &SizeArgs, report: &mut Report, run: &RunFacts) -> Result<Out
     Ok(outcome)
 }
 
-/// Print what the flags add (the comparison table unless `quiet`, on standard error when
-/// standard output carries a report or CLIF) and the exit status.
-pub fn finish(outcome: &Outcome, quiet: bool, stdout_taken: bool) -> ExitCode {
-    if let (Some(table), false) = (&outcome.table, quiet) {
+/// Print what the flags add (the comparison table, asked for, so printed even with
+/// `--quiet`: on standard error when standard output carries a report or CLIF) and the
+/// exit status.
+pub fn finish(outcome: &Outcome, stdout_taken: bool) -> ExitCode {
+    if let Some(table) = &outcome.table {
         if stdout_taken {
             eprint!("{table}");
         } else {

@@ -79,6 +79,9 @@ pub struct SimilarGroup {
     /// `.text` bytes of every member compiled from its own body, equal members each
     /// counted (what the group takes unmerged; measured with the cost model, 0 without it).
     pub unmerged_bytes: u64,
+    /// Bytes of the shared body in the object written (filled by the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<u64>,
     /// Bytes the group saves in the object written: `unmerged_bytes` minus the shared
     /// body and the code its members' calls run (their thunks). Filled by the report when
     /// an object was written.
@@ -317,6 +320,7 @@ pub fn merge_similar(
             bytes_before: b.before,
             bytes_after: b.after,
             unmerged_bytes: b.unmerged,
+            body_bytes: None,
             saved_bytes: None,
         });
         bodies.push(body);

@@ -504,11 +504,12 @@ impl Comparison {
                 &lines,
             ));
             for g in &self.groups {
-                for (word, names) in [("joined", &g.joined), ("left", &g.left)] {
-                    if !names.is_empty()
-                        && !matches!(g.change, Change::Appeared | Change::Disappeared)
-                    {
-                        out.push_str(&format!("  {}: {word}: {}\n", g.group, names.join(", ")));
+                if matches!(g.change, Change::Appeared | Change::Disappeared) {
+                    continue;
+                }
+                for (word, names) in [("joined by", &g.joined), ("left by", &g.left)] {
+                    if !names.is_empty() {
+                        out.push_str(&format!("  {}: {word} {}\n", g.group, names.join(", ")));
                     }
                 }
             }
