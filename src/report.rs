@@ -340,16 +340,16 @@ impl Report {
     /// The `top` groups that save the most bytes, as a table (empty when nothing was
     /// compiled or nothing folded).
     pub fn top_groups_table(&self, top: usize) -> String {
-        let groups: Vec<compare::GroupView> = self
+        let mut groups: Vec<compare::GroupView> = self
             .groups_by_saved_bytes()
             .into_iter()
             .filter(|g| g.saved_bytes.is_some())
-            .take(top)
             .collect();
+        let total = groups.len();
+        groups.truncate(top);
         if groups.is_empty() {
             return String::new();
         }
-        let total = self.groups_by_saved_bytes().len();
         let mut out = if total > groups.len() {
             format!("  top {} of {total} groups by bytes saved\n", groups.len())
         } else {
