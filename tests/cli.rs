@@ -7,7 +7,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "common/command.rs"]
+#[macro_use]
+mod command;
+
 use clif_merge::FuncName;
+use command::{run_in, Run};
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _, SectionKind, SymbolScope};
 use serde_json::Value;
 
@@ -25,12 +30,6 @@ fn example() -> PathBuf {
 }
 
 /// What a run of the command produced.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 impl Run {
     #[track_caller]
     fn ok(self) -> Self {
@@ -79,31 +78,6 @@ where
     S: Into<OsString>,
 {
     run_in(None, args)
-}
-
-fn run_in<I, S>(dir: Option<&Path>, args: I) -> Run
-where
-    I: IntoIterator<Item = S>,
-    S: Into<OsString>,
-{
-    let mut command = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
-    command.args(args.into_iter().map(Into::into));
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
-    let output = command.output().expect("the command runs");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// Arguments from strings and paths.
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        vec![$(OsString::from($a)),*]
-    };
 }
 
 fn read_json(path: &Path) -> Value {

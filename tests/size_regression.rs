@@ -7,8 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+#[path = "common/command.rs"]
+#[macro_use]
+mod command;
+
+use command::{run_in, Run};
 use object::{Object as _, ObjectSection as _, SectionKind};
 use serde_json::{json, Value};
 
@@ -21,12 +25,6 @@ fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(path)
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
 }
 
 impl Run {
@@ -44,23 +42,8 @@ impl Run {
     }
 }
 
-fn run_in(dir: &Path, args: &[OsString]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the command runs");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        vec![$(OsString::from($a)),*]
-    };
+fn run_here(dir: &Path, args: &[OsString]) -> Run {
+    run_in(Some(dir), args)
 }
 
 /// Bytes of the object's text sections, read with the `object` crate.
@@ -132,14 +115,14 @@ fn saved_bytes_add_up_to_the_text_merging_saves() {
             let mut a = base.to_vec();
             a.extend(args!["--merge-functions", "disabled", "-o", &unmerged]);
             a.extend(fp.iter().map(OsString::from));
-            run_in(tmp.path(), &a).status(0);
+            run_here(tmp.path(), &a).status(0);
             let unmerged = text_size(&unmerged);
             for config in configs {
                 let (merged, report) = (tmp.path().join("merged.o"), tmp.path().join("r.json"));
                 let mut a = base.to_vec();
                 a.extend(args!["-o", &merged, "--report", &report]);
                 a.extend(config.iter().chain(&fp).map(OsString::from));
-                run_in(tmp.path(), &a).status(0);
+                run_here(tmp.path(), &a).status(0);
                 let report = read_json(&report);
                 let merged = text_size(&merged);
                 let what = format!("{input} on {target} with {config:?}");
@@ -218,7 +201,7 @@ impl Scratch {
             self.path(&format!("{stem}.json"))
         ];
         a.extend(extra.iter().map(OsString::from));
-        run_in(self.0.path(), &a)
+        run_here(self.0.path(), &a)
     }
 
     /// The comparison in `<stem>.json`.
@@ -577,7 +560,7 @@ fn bad_regression_arguments_are_clear_errors() {
     // A baseline made without -o has no .text to compare.
     let mut a = args![&before, "--report", s.path("noobj.json")];
     a.extend(args!["--target", X86]);
-    run_in(s.0.path(), &a).status(0);
+    run_here(s.0.path(), &a).status(0);
     let run = s
         .build(
             &before,
@@ -713,7 +696,7 @@ fn the_readme_example_runs_as_written() {
         let output = match words[..] {
             ["echo", "$?"] => format!("{}\n", status.expect("a command ran before")),
             ["clif-merge", ref rest @ ..] => {
-                let run = run_in(
+                let run = run_here(
                     dir.path(),
                     &rest.iter().map(OsString::from).collect::<Vec<_>>(),
                 );
