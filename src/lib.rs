@@ -39,6 +39,7 @@
 
 pub mod detect;
 pub mod emit;
+pub mod estimate;
 mod guard;
 pub mod merge;
 pub mod merging_module;

@@ -25,6 +25,7 @@ use rayon::prelude::*;
 use super::clif::redirected;
 use super::thunk::register_thunk;
 use super::EmitError;
+use crate::estimate::SizeModel;
 use crate::merge::{FuncIndex, MergePlan, Module};
 use crate::names::FuncName;
 
@@ -253,7 +254,9 @@ fn symbolized(
 }
 
 /// The bytes `func` takes in `.text` once compiled for `isa`: its code, padded to its
-/// alignment (what merge-similar's cost model weighs).
+/// alignment. This compiles `func`; merge-similar's cost model estimates the same number
+/// without compiling ([`crate::estimate`]), and `cargo bench --bench calibrate` fits the
+/// estimate to it.
 pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String> {
     if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
         return Ok(thunk.bytes.len() as u64);
@@ -264,10 +267,16 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
     Ok((code.buffer.data().len() as u64).div_ceil(align) * align)
 }
 
-/// Merge-similar's questions about machine code, answered for any target.
+/// Merge-similar's questions about machine code, answered for any target without
+/// compiling: a thunk written directly as machine code has its exact size, every other
+/// function the estimate of the target's calibrated [`SizeModel`].
 impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
-    fn text_size(&self, func: ir::Function) -> Option<u64> {
-        text_size(self, func).ok()
+    fn text_size(&self, func: &ir::Function) -> u64 {
+        let arch = self.triple().architecture;
+        match register_thunk(func, arch, self.flags().is_pic()) {
+            Some(thunk) => thunk.bytes.len() as u64,
+            None => SizeModel::for_architecture(arch).estimate(func),
+        }
     }
 
     fn is_frameless_thunk(&self, thunk: &ir::Function) -> bool {

@@ -24,8 +24,12 @@
 //!    is merged only when every thunk of its group is a frameless jump (x86_64's register
 //!    thunks): a thunk that calls the body and returns would stand between the body and
 //!    its caller, and the body would see the thunk's frame.
-//! 5. **Cost.** Body, thunks and the originals are compiled for the target, and a group is
-//!    merged only when the body and the thunks take fewer `.text` bytes than the originals.
+//! 5. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
+//!    bytes than the originals, by the sizes [`CodeFacts::text_size`] gives: exact for a
+//!    thunk written directly as machine code, estimated from the IR for everything else
+//!    ([`crate::estimate`], calibrated per target against real compiles). Nothing is
+//!    compiled here: the estimate decides profitability only, and every group built is
+//!    sound whether it pays or not.
 //!
 //! Recursion and cycles need no special case: a call to a member, itself included, is a
 //! callee hole like any other, filled with the member's own address, so the shared body
@@ -52,7 +56,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::groups;
-use super::module::{FuncIndex, Linkage, Module, ModuleFunction};
+use super::module::{FuncIndex, Linkage, Module};
 use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::function_hash;
@@ -72,12 +76,14 @@ pub struct SimilarGroup {
     pub members: Vec<String>,
     /// Parameters the body takes beyond the members' own.
     pub holes: usize,
-    /// `.text` bytes of the members' distinct bodies before (measured on the target).
+    /// `.text` bytes of the members' distinct bodies before, as the cost model weighs
+    /// them ([`CodeFacts::text_size`]: estimated from the IR).
     pub bytes_before: u64,
-    /// `.text` bytes of the shared body and the thunks after.
+    /// `.text` bytes of the shared body and the thunks after, weighed the same way.
     pub bytes_after: u64,
     /// `.text` bytes of every member compiled from its own body, equal members each
-    /// counted (what the group takes unmerged; measured with the cost model, 0 without it).
+    /// counted (what the group takes unmerged), as the cost model weighs them (estimated
+    /// from the IR; 0 without the cost model).
     pub unmerged_bytes: u64,
     /// Bytes of the shared body in the object written (filled by the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,8 +98,8 @@ pub struct SimilarGroup {
 /// Options of merge-similar.
 #[derive(Clone, Debug)]
 pub struct SimilarOptions {
-    /// Merge a group only when its shared body and thunks compile to fewer bytes than its
-    /// members (on by default). Off, every group within the parameter limit is merged:
+    /// Merge a group only when its shared body and thunks take fewer bytes than its
+    /// members, by the cost model's estimate (on by default). Off, every group within the parameter limit is merged:
     /// for tests of the rewriting itself.
     pub cost_model: bool,
 }
@@ -121,7 +127,7 @@ impl SimilarReport {
         self.groups.iter().map(|g| g.members.len()).sum()
     }
 
-    /// Bytes saved by the groups merged, by the cost model's measure.
+    /// Bytes saved by the groups merged, by the cost model's estimate.
     pub fn bytes_saved(&self) -> u64 {
         self.groups
             .iter()
@@ -134,8 +140,11 @@ impl SimilarReport {
 /// to emission. Emission implements it for every `TargetIsa` ([`crate::emit::compile`]);
 /// this analysis stage owns the question and never imports the answer's code.
 pub trait CodeFacts {
-    /// The bytes `func` takes in `.text` once compiled (`None` if it does not compile).
-    fn text_size(&self, func: Function) -> Option<u64>;
+    /// The bytes `func` takes in `.text` once compiled, as the cost model weighs them.
+    /// For a `TargetIsa`: exact for a thunk emission writes directly as machine code,
+    /// estimated from the IR otherwise ([`crate::estimate`]), without compiling. A pure
+    /// function of `func` and the target.
+    fn text_size(&self, func: &Function) -> u64;
     /// Whether `thunk` (a merge-similar thunk) is written as a frameless jump: it adds no
     /// frame between its caller and the body it jumps to.
     fn is_frameless_thunk(&self, thunk: &Function) -> bool;
@@ -150,24 +159,82 @@ enum Identity {
 }
 
 /// A group of representatives, its differing hole positions, and what was built for it.
+#[derive(Clone)]
 struct Candidate {
     members: Vec<FuncIndex>,
     /// The body's extra parameters, each the hole positions it fills.
     params: Vec<Vec<usize>>,
 }
 
-/// Run merge-similar on `module` (after which the identical merger and the emitter run on
-/// the returned module as usual). `isa` is the target the thunks are written for and the
-/// cost model measures on; `options` are the identical merger's, whose classes come first.
-pub fn merge_similar(
-    module: Module,
+/// A group merge-similar can merge, as built before the cost model decides: one member
+/// per class of equal functions, the shared body (not yet named) and each member's thunk.
+pub struct SimilarCandidate {
+    /// The members, in index order.
+    pub members: Vec<FuncIndex>,
+    /// The shared body.
+    pub body: Function,
+    /// Each member's thunk into the body.
+    pub thunks: Vec<(FuncIndex, Function)>,
+}
+
+impl SimilarCandidate {
+    /// The `.text` bytes of the members before and of the body and thunks after, by
+    /// `facts`: what the cost model compares (a group is merged when `after < before`).
+    pub fn cost<F: CodeFacts + ?Sized>(&self, module: &Module, facts: &F) -> (u64, u64) {
+        let (sizes, after) = group_cost(module, &self.members, &self.body, &self.thunks, facts);
+        (sizes.iter().sum(), after)
+    }
+}
+
+/// The size of each member, and of the body and thunks together (see
+/// [`SimilarCandidate::cost`]).
+fn group_cost<F: CodeFacts + ?Sized>(
+    module: &Module,
+    members: &[FuncIndex],
+    body: &Function,
+    thunks: &[(FuncIndex, Function)],
+    facts: &F,
+) -> (Vec<u64>, u64) {
+    let before = members
+        .iter()
+        .map(|&m| facts.text_size(&module.get(m).func))
+        .collect();
+    let after = facts.text_size(body) + thunks.iter().map(|(_, t)| facts.text_size(t)).sum::<u64>();
+    (before, after)
+}
+
+/// Every group merge-similar would consider in `module`, built (shared body and thunks)
+/// but not weighed: for calibrating and testing the cost model. Groups whose members read
+/// their frame and whose thunks would add one are left out, as [`merge_similar`] does.
+pub fn similar_candidates(
+    module: &Module,
     target: &TargetInfo,
     isa: &dyn TargetIsa,
     options: &MergeOptions,
-    similar: &SimilarOptions,
-) -> (Module, SimilarReport) {
-    let mut report = SimilarReport::default();
-    let found = groups::find_groups(&module, target, options);
+) -> Vec<SimilarCandidate> {
+    let analysis = analyse(module, target, options);
+    build_all(module, target, isa, &analysis)
+        .into_iter()
+        .flatten()
+        .map(|(c, b)| SimilarCandidate {
+            members: c.members,
+            body: b.body,
+            thunks: b.thunks,
+        })
+        .collect()
+}
+
+/// The classes of equal functions, the representatives' holes, and the groups that fit
+/// the parameter limit.
+struct Analysis {
+    siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    holes: SecondaryMap<FuncIndex, Vec<Hole>>,
+    candidates: Vec<Candidate>,
+    over_hole_limit: usize,
+}
+
+fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Analysis {
+    let found = groups::find_groups(module, target, options);
     let mut class_of: SecondaryMap<FuncIndex, FuncIndex> = SecondaryMap::new();
     let mut siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
     for f in module.indices() {
@@ -226,6 +293,7 @@ pub fn merge_similar(
         }
     };
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut over_hole_limit = 0;
     for members in by_shape.into_values().filter(|m| m.len() > 1) {
         let values: Vec<Vec<Identity>> = members
             .iter()
@@ -234,17 +302,32 @@ pub fn merge_similar(
         let func = &module.get(members[0]).func;
         let limit = hole_limit(target, &func.signature);
         let (fitting, over) = split_by_limit(&members, &values, limit);
-        report.over_hole_limit += over;
+        over_hole_limit += over;
         candidates.extend(fitting);
     }
+    Analysis {
+        siblings,
+        holes,
+        candidates,
+        over_hole_limit,
+    }
+}
 
-    // Build and measure every candidate in parallel; keep those that pay.
+/// Build every candidate in parallel (in candidate order); `None` where the body cannot
+/// be built or reads its frame behind a thunk that would add one.
+fn build_all(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    analysis: &Analysis,
+) -> Vec<Option<(Candidate, Built)>> {
     let tail_calls = isa.flags().preserve_frame_pointers();
     let config = isa.frontend_config();
-    let built: Vec<Option<(Candidate, Built)>> = candidates
-        .into_par_iter()
+    analysis
+        .candidates
+        .par_iter()
         .map(|c| {
-            let built = build(&module, target, config, tail_calls, &holes, &c)?;
+            let built = build(module, target, config, tail_calls, &analysis.holes, c)?;
             // A body that reads its frame runs behind frameless thunks only (a jump after
             // loading registers): a thunk that calls would be the body's caller.
             let reads_frame = c
@@ -255,20 +338,40 @@ pub fn merge_similar(
             if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
                 return None;
             }
+            Some((c.clone(), built))
+        })
+        .collect()
+}
+
+/// Run merge-similar on `module` (after which the identical merger and the emitter run on
+/// the returned module as usual). `isa` is the target the thunks are written for and
+/// whose [`CodeFacts`] the cost model weighs with; `options` are the identical merger's,
+/// whose classes come first.
+pub fn merge_similar(
+    module: Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    options: &MergeOptions,
+    similar: &SimilarOptions,
+) -> (Module, SimilarReport) {
+    let mut report = SimilarReport::default();
+    let analysis = analyse(&module, target, options);
+    report.over_hole_limit = analysis.over_hole_limit;
+    let built: Vec<Option<(Candidate, Built)>> = build_all(&module, target, isa, &analysis)
+        .into_par_iter()
+        .map(|entry| {
+            let (c, built) = entry?;
             if !similar.cost_model {
                 return Some((c, built));
             }
-            let measure = |f: Function| isa.text_size(f);
-            let (mut before, mut unmerged) = (0, 0);
-            for &m in &c.members {
-                let bytes = measure(module.get(m).func.clone())?;
-                before += bytes;
-                unmerged += bytes * siblings[m].len().max(1) as u64;
-            }
-            let mut after = measure(built.body.clone())?;
-            for (_, thunk) in &built.thunks {
-                after += measure(thunk.clone())?;
-            }
+            let (sizes, after) = group_cost(&module, &c.members, &built.body, &built.thunks, isa);
+            let before = sizes.iter().sum();
+            let unmerged = c
+                .members
+                .iter()
+                .zip(&sizes)
+                .map(|(&m, &bytes)| bytes * analysis.siblings[m].len().max(1) as u64)
+                .sum();
             Some((
                 c,
                 Built {
@@ -280,71 +383,81 @@ pub fn merge_similar(
             ))
         })
         .collect();
+    let siblings = analysis.siblings;
 
-    // The new module: thunks in place of members, shared bodies appended in group order.
-    let mut replaced: SecondaryMap<FuncIndex, Option<Function>> = SecondaryMap::new();
-    let mut bodies: Vec<Function> = Vec::new();
+    // The groups that pay, each body named (in group order, so names do not depend on
+    // threads).
     let mut taken: std::collections::HashSet<FuncName> = std::collections::HashSet::new();
-    for entry in built {
-        let Some((candidate, b)) = entry else {
-            continue;
-        };
+    let mut accepted: Vec<(Candidate, Built, FuncName)> = Vec::new();
+    for (candidate, b) in built.into_iter().flatten() {
         if similar.cost_model && b.after >= b.before {
             report.rejected_by_cost += 1;
             continue;
         }
-        let mut body = b.body;
         let name = unique_body_name(&module, &mut taken, &module.get(candidate.members[0]).name);
-        body.name = user_func_name(&name);
-        let mut names = Vec::new();
-        for (rep, thunk) in b.thunks {
-            let class = if siblings[rep].is_empty() {
-                vec![rep]
-            } else {
-                siblings[rep].clone()
-            };
-            for m in class {
-                // Equal functions have equal signatures: the thunk fits every one of them.
-                let mut t = thunk.clone();
-                t.name = module.get(m).func.name.clone();
-                rename_body_calls(&mut t, &name);
-                names.push((m, module.get(m).name.to_string()));
-                replaced[m] = Some(t);
-            }
-        }
-        names.sort();
-        report.groups.push(SimilarGroup {
-            body: name.to_string(),
-            members: names.into_iter().map(|(_, n)| n).collect(),
-            holes: candidate.params.len(),
-            bytes_before: b.before,
-            bytes_after: b.after,
-            unmerged_bytes: b.unmerged,
-            body_bytes: None,
-            saved_bytes: None,
-        });
-        bodies.push(body);
+        accepted.push((candidate, b, name));
     }
-    if report.groups.is_empty() {
+    if accepted.is_empty() {
         return (module, report);
     }
-    let mut out = Module::new();
-    for (f, m) in module.into_functions() {
-        let ModuleFunction {
-            func,
-            linkage,
-            unnamed_addr,
-            ..
-        } = m;
-        let func = replaced[f].take().unwrap_or(func);
-        out.add(func, linkage, unnamed_addr)
-            .expect("names are those of a valid module");
+
+    // Every member of every class in a group gets the thunk of its representative (equal
+    // functions have equal signatures: it fits every one of them), in parallel.
+    type Finished = (SimilarGroup, Function, Vec<(FuncIndex, Function)>);
+    let finished: Vec<Finished> = accepted
+        .into_par_iter()
+        .map(|(candidate, b, name)| {
+            let mut body = b.body;
+            body.name = user_func_name(&name);
+            let mut thunks = Vec::new();
+            for (rep, mut thunk) in b.thunks {
+                rename_body_calls(&mut thunk, &name);
+                let class = siblings[rep].as_slice();
+                for &m in class.iter().filter(|&&m| m != rep) {
+                    let mut t = thunk.clone();
+                    t.name = module.get(m).func.name.clone();
+                    thunks.push((m, t));
+                }
+                thunks.push((rep, thunk));
+            }
+            thunks.sort_by_key(|(m, _)| *m);
+            let members: Vec<String> = thunks
+                .iter()
+                .map(|(m, _)| module.get(*m).name.to_string())
+                .collect();
+            let group = SimilarGroup {
+                body: name.to_string(),
+                members,
+                holes: candidate.params.len(),
+                bytes_before: b.before,
+                bytes_after: b.after,
+                unmerged_bytes: b.unmerged,
+                body_bytes: None,
+                saved_bytes: None,
+            };
+            (group, body, thunks)
+        })
+        .collect();
+
+    // The new module: thunks in place of members, shared bodies appended in group order.
+    let mut module = module;
+    let mut replaced: Vec<Function> = Vec::new();
+    let mut bodies: Vec<Function> = Vec::with_capacity(finished.len());
+    for (group, body, thunks) in finished {
+        for (m, thunk) in thunks {
+            replaced.push(std::mem::replace(&mut module.get_mut(m).func, thunk));
+        }
+        report.groups.push(group);
+        bodies.push(body);
     }
     for body in bodies {
-        out.add(body, Linkage::Local, true)
+        module
+            .add(body, Linkage::Local, true)
             .expect("shared body names are fresh");
     }
-    (out, report)
+    // The replaced bodies are many and large: freed on every thread.
+    replaced.into_par_iter().for_each(drop);
+    (module, report)
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.

@@ -1,0 +1,477 @@
+//! Calibration of merge-similar's size estimate ([`clif_merge::estimate`]) against real
+//! compiles, per target, and its error.
+//!
+//! For x86_64 and aarch64 (the corpus settings: `is_pic`, `preserve_frame_pointers`,
+//! `opt_level=speed`), each corpus under ../shared/corpus is read (never copied) and
+//! - every function is compiled (`emit::compile::text_size`, the `.text` bytes padded to
+//!   the body's alignment) and its features taken;
+//! - every group merge-similar would consider (`similar_candidates`, aliases mode) is
+//!   built, and its shared body and CLIF thunks compiled too: they are what the estimate is
+//!   asked about;
+//! - the weights are fitted on all of it (`estimate::fit`), and also with each corpus left
+//!   out, to report the error on functions the fit never saw;
+//! - the error is reported per corpus: mean, median and 90th percentile of
+//!   |estimate − compiled| / compiled over the functions, the whole module's error, and
+//!   the group decisions (merge when body + thunks < members) that differ between the
+//!   estimate and the compiled sizes, with the bytes those differences cost.
+//!
+//! `cargo bench --bench calibrate` prints the tables (about a minute on 2 cores);
+//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` also rewrites
+//! `src/estimate/weights.rs` with the weights fitted on all three corpora. As a test
+//! (`cargo test --benches`, no `--bench` argument) it does zstd on x86_64 only and fits
+//! nothing: it reports the committed weights' error.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use clif_merge::emit::build_isa;
+use clif_merge::emit::compile::text_size;
+use clif_merge::estimate::fit::{self, errors, features_of, Errors, FitOptions, Fitted, Sample};
+use clif_merge::estimate::SizeModel;
+use clif_merge::merge::similar::{similar_candidates, CodeFacts};
+use clif_merge::merge::{FuncIndex, MergeMode, MergeOptions, Module};
+use clif_merge::TargetInfo;
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::isa::TargetIsa;
+use rayon::prelude::*;
+
+/// The targets calibrated, with the name of their table in `weights.rs`.
+const TARGETS: [(&str, &str); 2] = [
+    ("x86_64-unknown-linux-gnu", "X86_64"),
+    ("aarch64-unknown-linux-gnu", "AARCH64"),
+];
+
+/// A compiled function: its features and its size.
+struct Measured {
+    sample: Sample,
+    /// The function itself, for estimating with any model.
+    func: Function,
+}
+
+/// One candidate group, with the compiled sizes of everything in it.
+struct Group {
+    /// Compiled size of each member (representatives of their classes).
+    members: Vec<u64>,
+    /// Compiled size of the shared body.
+    body: u64,
+    /// Compiled size of each thunk.
+    thunks: Vec<u64>,
+    /// The group as built, to estimate.
+    candidate: clif_merge::merge::similar::SimilarCandidate,
+}
+
+impl Group {
+    fn truth(&self) -> (u64, u64) {
+        (
+            self.members.iter().sum(),
+            self.body + self.thunks.iter().sum::<u64>(),
+        )
+    }
+}
+
+/// One corpus compiled for one target.
+struct CorpusData {
+    name: &'static str,
+    module: Module,
+    functions: Vec<Measured>,
+    /// Shared bodies and thunks of the candidates (thunks written as machine code
+    /// excluded: their size is exact, not estimated).
+    built: Vec<Measured>,
+    groups: Vec<Group>,
+}
+
+fn measure(isa: &dyn TargetIsa, func: &Function) -> Option<Measured> {
+    let bytes = text_size(isa, func.clone()).ok()?;
+    Some(Measured {
+        sample: Sample {
+            features: features_of(func),
+            bytes: bytes as f64,
+        },
+        func: func.clone(),
+    })
+}
+
+fn load(
+    name: &'static str,
+    dir: &std::path::Path,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+) -> CorpusData {
+    let module = common::load_module(dir);
+    let indices: Vec<FuncIndex> = module.indices().collect();
+    let measured: Vec<(FuncIndex, Option<Measured>)> = indices
+        .par_iter()
+        .map(|&f| (f, measure(isa, &module.get(f).func)))
+        .collect();
+    let size_of: HashMap<FuncIndex, u64> = measured
+        .iter()
+        .filter_map(|(f, m)| m.as_ref().map(|m| (*f, m.sample.bytes as u64)))
+        .collect();
+    let functions: Vec<Measured> = measured.into_iter().filter_map(|(_, m)| m).collect();
+
+    let options = MergeOptions {
+        mode: MergeMode::Aliases,
+        ..Default::default()
+    };
+    let candidates = similar_candidates(&module, target, isa, &options);
+    let results: Vec<Option<(Group, Vec<Measured>)>> = candidates
+        .into_par_iter()
+        .map(|candidate| {
+            let members = candidate
+                .members
+                .iter()
+                .map(|m| size_of.get(m).copied())
+                .collect::<Option<Vec<u64>>>()?;
+            let body = measure(isa, &candidate.body)?;
+            let mut built = Vec::new();
+            let mut thunks = Vec::new();
+            for (_, t) in &candidate.thunks {
+                let m = measure(isa, t)?;
+                thunks.push(m.sample.bytes as u64);
+                if !isa.is_frameless_thunk(t) {
+                    built.push(m);
+                }
+            }
+            let group = Group {
+                members,
+                body: body.sample.bytes as u64,
+                thunks,
+                candidate,
+            };
+            built.push(body);
+            Some((group, built))
+        })
+        .collect();
+    let mut groups = Vec::new();
+    let mut built = Vec::new();
+    for (g, b) in results.into_iter().flatten() {
+        groups.push(g);
+        built.extend(b);
+    }
+    CorpusData {
+        name,
+        module,
+        functions,
+        built,
+        groups,
+    }
+}
+
+/// The model's estimate of a function: the register thunks exact, as the pass does.
+struct Facts<'a> {
+    isa: &'a dyn TargetIsa,
+    model: &'a SizeModel,
+}
+
+impl CodeFacts for Facts<'_> {
+    fn text_size(&self, func: &Function) -> u64 {
+        if self.isa.is_frameless_thunk(func) {
+            return CodeFacts::text_size(self.isa, func);
+        }
+        self.model.estimate(func)
+    }
+
+    fn is_frameless_thunk(&self, thunk: &Function) -> bool {
+        self.isa.is_frameless_thunk(thunk)
+    }
+}
+
+/// How the estimate's group decisions compare with the compiled truth.
+#[derive(Default)]
+struct Decisions {
+    groups: usize,
+    /// Groups that pay when compiled.
+    truth_merges: usize,
+    /// Groups the estimate merges.
+    estimate_merges: usize,
+    /// Merged by the estimate, do not pay when compiled.
+    false_merges: usize,
+    /// Pay when compiled, turned down by the estimate.
+    missed: usize,
+    /// Compiled bytes saved by the truth's decisions.
+    truth_saved: i64,
+    /// Compiled bytes saved by the estimate's decisions.
+    estimate_saved: i64,
+    /// Errors of the groups' estimated savings (before − after) against compiled.
+    before_after: Vec<(f64, f64)>,
+}
+
+fn decisions(data: &CorpusData, facts: &Facts) -> Decisions {
+    let mut d = Decisions::default();
+    for g in &data.groups {
+        let (tb, ta) = g.truth();
+        let (eb, ea) = g.candidate.cost(&data.module, facts);
+        let truth = ta < tb;
+        let estimate = ea < eb;
+        d.groups += 1;
+        d.truth_merges += usize::from(truth);
+        d.estimate_merges += usize::from(estimate);
+        d.false_merges += usize::from(estimate && !truth);
+        d.missed += usize::from(truth && !estimate);
+        let saved = tb as i64 - ta as i64;
+        if truth {
+            d.truth_saved += saved;
+        }
+        if estimate {
+            d.estimate_saved += saved;
+        }
+        d.before_after.push((eb as f64, tb as f64));
+        d.before_after.push((ea as f64, ta as f64));
+    }
+    d
+}
+
+fn function_errors(data: &CorpusData, model: &SizeModel) -> Errors {
+    errors(
+        data.functions
+            .iter()
+            .map(|m| (model.estimate(&m.func) as f64, m.sample.bytes)),
+    )
+}
+
+fn samples<'a>(data: impl Iterator<Item = &'a CorpusData>) -> Vec<Sample> {
+    data.flat_map(|d| d.functions.iter().chain(&d.built))
+        .map(|m| m.sample.clone())
+        .collect()
+}
+
+/// The `n` functions whose estimate is furthest from the compiled size, relatively.
+fn print_worst(data: &[CorpusData], model: &SizeModel, n: usize) {
+    let mut all: Vec<(f64, &str, &Measured, u64)> = data
+        .iter()
+        .flat_map(|d| d.functions.iter().chain(&d.built).map(move |m| (d.name, m)))
+        .map(|(name, m)| {
+            let e = model.estimate(&m.func);
+            ((e as f64 - m.sample.bytes) / m.sample.bytes, name, m, e)
+        })
+        .collect();
+    all.sort_by(|a, b| b.0.abs().total_cmp(&a.0.abs()));
+    println!("\nworst {n}:");
+    for (rel, corpus, m, e) in all.into_iter().take(n) {
+        println!(
+            "{corpus} {} compiled {} estimated {e} ({:+.0}%) {:?}",
+            m.func.name,
+            m.sample.bytes,
+            rel * 100.0,
+            m.sample.features
+        );
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{x:.1}%")
+}
+
+fn print_errors(what: &str, rows: &[(&str, Errors)]) {
+    println!("\n{what}");
+    println!("| corpus | functions | mean abs % error | median | 90th pct | whole module |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, e) in rows {
+        println!(
+            "| {name} | {} | {} | {} | {} | {:+.1}% |",
+            e.count,
+            pct(e.mean_abs_pct),
+            pct(e.median_abs_pct),
+            pct(e.p90_abs_pct),
+            e.total_pct
+        );
+    }
+}
+
+fn print_decisions(what: &str, rows: &[(&str, Decisions)]) {
+    println!("\n{what}");
+    println!(
+        "| corpus | groups | pay (compiled) | merged (estimate) | differ: merged, do not pay | \
+         differ: pay, turned down | bytes saved (compiled truth) | bytes saved (estimate's choice) | \
+         group sizes: mean abs % error |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, d) in rows {
+        let e = errors(d.before_after.iter().copied());
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            d.groups,
+            d.truth_merges,
+            d.estimate_merges,
+            d.false_merges,
+            d.missed,
+            d.truth_saved,
+            d.estimate_saved,
+            pct(e.mean_abs_pct)
+        );
+    }
+}
+
+fn main() {
+    let full = common::measuring();
+    let write = std::env::var_os("CLIF_MERGE_WRITE_WEIGHTS").is_some_and(|v| v == "1");
+    let corpora: Vec<_> = common::present_corpora("calibrate")
+        .into_iter()
+        .filter(|(name, _)| full || *name == "zstd")
+        .collect();
+    if corpora.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let settings = common::settings();
+    let options = FitOptions::default();
+    let mut tables: Vec<(&str, Fitted)> = Vec::new();
+    for (triple, table) in TARGETS.iter().take(if full { 2 } else { 1 }) {
+        let target = TargetInfo::from_triple_str(triple).expect("a known target");
+        let isa = build_isa(&target, &settings).expect("the backend is built in");
+        let t = Instant::now();
+        let data: Vec<CorpusData> = corpora
+            .iter()
+            .map(|(name, dir)| load(name, dir, &target, &*isa))
+            .collect();
+        println!(
+            "\n## {triple}: {} functions, {} built bodies and thunks, {} groups compiled in {}",
+            data.iter().map(|d| d.functions.len()).sum::<usize>(),
+            data.iter().map(|d| d.built.len()).sum::<usize>(),
+            data.iter().map(|d| d.groups.len()).sum::<usize>(),
+            common::fmt_s(t.elapsed().as_secs_f64())
+        );
+
+        let committed = SizeModel::for_architecture(target.triple().architecture);
+        let rows: Vec<(&str, Errors)> = data
+            .iter()
+            .map(|d| (d.name, function_errors(d, committed)))
+            .collect();
+        print_errors(
+            "committed weights (`src/estimate/weights.rs`), every function:",
+            &rows,
+        );
+        let facts = Facts {
+            isa: &*isa,
+            model: committed,
+        };
+        let rows: Vec<(&str, Decisions)> = data
+            .iter()
+            .map(|d| (d.name, decisions(d, &facts)))
+            .collect();
+        print_decisions("committed weights, group decisions:", &rows);
+        if !full {
+            continue;
+        }
+
+        // Each corpus estimated by weights fitted on the other two.
+        let mut held_out_errors = Vec::new();
+        let mut held_out_decisions = Vec::new();
+        for (i, d) in data.iter().enumerate() {
+            let others = data
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, d)| d);
+            let model = fit::fit(&samples(others), &options).model();
+            held_out_errors.push((d.name, function_errors(d, &model)));
+            let facts = Facts {
+                isa: &*isa,
+                model: &model,
+            };
+            held_out_decisions.push((d.name, decisions(d, &facts)));
+        }
+        print_errors(
+            "each corpus left out of the fit, every function:",
+            &held_out_errors,
+        );
+        print_decisions(
+            "each corpus left out of the fit, group decisions:",
+            &held_out_decisions,
+        );
+
+        // Fitted on everything.
+        let fitted = fit::fit(&samples(data.iter()), &options);
+        let model = fitted.model();
+        if let Some(n) = std::env::var("CLIF_MERGE_CALIBRATE_WORST")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            print_worst(&data, &model, n);
+        }
+        let rows: Vec<(&str, Errors)> = data
+            .iter()
+            .map(|d| (d.name, function_errors(d, &model)))
+            .collect();
+        print_errors("fitted on all three corpora, every function:", &rows);
+        let built: Vec<(&str, Errors)> = data
+            .iter()
+            .map(|d| {
+                (
+                    d.name,
+                    errors(
+                        d.built
+                            .iter()
+                            .map(|m| (model.estimate(&m.func) as f64, m.sample.bytes)),
+                    ),
+                )
+            })
+            .collect();
+        print_errors(
+            "fitted on all three corpora, shared bodies and CLIF thunks:",
+            &built,
+        );
+        let facts = Facts {
+            isa: &*isa,
+            model: &model,
+        };
+        let rows: Vec<(&str, Decisions)> = data
+            .iter()
+            .map(|d| (d.name, decisions(d, &facts)))
+            .collect();
+        print_decisions("fitted on all three corpora, group decisions:", &rows);
+        tables.push((table, fitted));
+    }
+    if full && write {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/estimate/weights.rs");
+        let mut s = String::new();
+        s += "//! Weights of the size estimate per target, written by\n";
+        s += "//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate`: do not edit by hand.\n";
+        s += &format!(
+            "//! Fitted on {} at commit {} against {} compiled with {}.\n",
+            today(),
+            common::git_commit(),
+            corpora
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+            settings
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        s += "\nuse cranelift_codegen::ir::Opcode;\n\nuse super::WeightTable;\n";
+        for (name, fitted) in &tables {
+            s += "\n";
+            s += &fitted.render(name);
+        }
+        std::fs::write(&path, s).expect("writing weights.rs");
+        println!("\nwrote {}", path.display());
+    }
+    println!(
+        "\ncalibrate: {} in all",
+        common::fmt_s(started.elapsed().as_secs_f64())
+    );
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
