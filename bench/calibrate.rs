@@ -15,11 +15,11 @@
 //!   the group decisions (merge when body + thunks < members) that differ between the
 //!   estimate and the compiled sizes, with the bytes those differences cost.
 //!
-//! `cargo bench --bench calibrate` prints the tables (about a minute on 2 cores);
+//! `cargo bench --bench calibrate` prints the tables (7 s on 2 cores, once built);
 //! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` also rewrites
-//! `src/estimate/weights.rs` with the weights fitted on all three corpora. As a test
-//! (`cargo test --benches`, no `--bench` argument) it does zstd on x86_64 only and fits
-//! nothing: it reports the committed weights' error.
+//! `src/estimate/weights.rs` with the weights fitted on all three corpora (run `cargo fmt`
+//! after it). As a test (`cargo test --benches`, no `--bench` argument) it does zstd on
+//! x86_64 only and fits nothing: it reports the committed weights' error.
 
 mod common;
 
@@ -428,7 +428,8 @@ fn main() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/estimate/weights.rs");
         let mut s = String::new();
         s += "//! Weights of the size estimate per target, written by\n";
-        s += "//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate`: do not edit by hand.\n";
+        s += "//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: do not\n";
+        s += "//! edit by hand.\n";
         s += &format!(
             "//! Fitted on {} at commit {} against {} compiled with {}.\n",
             today(),

@@ -16,8 +16,8 @@
 //! - code generation is timed for the disabled plan, for the default mode's plan where that
 //!   plan compiles fewer bodies, and for the default mode's plan over the module
 //!   merge-similar rewrote (`compile_bodies`, 5 runs each, alternating, median); the
-//!   merge-similar pass itself (which compiles every candidate group twice for its cost
-//!   model) is timed once, from the trampolines emission.
+//!   merge-similar pass itself (its cost model estimates sizes from the IR and compiles
+//!   nothing) is timed once, from the trampolines emission.
 //!
 //! Prints the size table, what merge-similar did, link times and the compile-time table,
 //! and draws `bench/size.svg` (`.text` saved per corpus and method).
@@ -441,7 +441,7 @@ fn print(results: &[CorpusResult]) {
         );
     }
     println!(
-        "(bodies compiled: the default mode's plan, before machine-code folding, which then drops the bodies that compiled alike; with merge-similar, over the rewritten module: shared bodies and thunks are bodies too; codegen: compile_bodies on {} rayon threads, median of 5 alternating runs; merge-similar pass: one run, before identical merging, including the cost model's compilations, not included in codegen)",
+        "(bodies compiled: the default mode's plan, before machine-code folding, which then drops the bodies that compiled alike; with merge-similar, over the rewritten module: shared bodies and thunks are bodies too; codegen: compile_bodies on {} rayon threads, median of 5 alternating runs; merge-similar pass: one run, before identical merging (its cost model compiles nothing), not included in codegen)",
         rayon::current_num_threads()
     );
 }

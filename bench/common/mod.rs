@@ -115,8 +115,8 @@ pub struct Similar {
     pub overlap: usize,
     /// `.text` bytes saved by the groups merged, by the pass's own measure.
     pub bytes_saved: u64,
-    /// Seconds in `merge_similar` (hole encoding, building, and compiling every candidate
-    /// twice for the cost model).
+    /// Seconds in `merge_similar` (identical classes, hole encoding, building the shared
+    /// bodies and thunks, and the cost model's size estimates).
     pub pass_s: f64,
 }
 

@@ -1,6 +1,7 @@
 //! Weights of the size estimate per target, written by
-//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate`: do not edit by hand.
-//! Fitted on 2026-11-23 at commit 58ed383 against re2, sqlite, zstd compiled with is_pic=true, preserve_frame_pointers=true, opt_level=speed.
+//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: do not
+//! edit by hand.
+//! Fitted on 2026-11-23 at commit 85b0370 against re2, sqlite, zstd compiled with is_pic=true, preserve_frame_pointers=true, opt_level=speed.
 
 use cranelift_codegen::ir::Opcode;
 
