@@ -99,8 +99,8 @@ pub struct SimilarGroup {
 #[derive(Clone, Debug)]
 pub struct SimilarOptions {
     /// Merge a group only when its shared body and thunks take fewer bytes than its
-    /// members, by the cost model's estimate (on by default). Off, every group within the parameter limit is merged:
-    /// for tests of the rewriting itself.
+    /// members, by the cost model's estimate (on by default). Off, every group within the
+    /// parameter limit is merged: for tests of the rewriting itself.
     pub cost_model: bool,
 }
 
