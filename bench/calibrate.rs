@@ -283,9 +283,9 @@ fn print_errors(what: &str, rows: &[(&str, Errors)]) {
 fn print_decisions(what: &str, rows: &[(&str, Decisions)]) {
     println!("\n{what}");
     println!(
-        "| corpus | groups | pay (compiled) | merged (estimate) | differ: merged, do not pay | \
-         differ: pay, turned down | bytes saved (compiled truth) | bytes saved (estimate's choice) | \
-         group sizes: mean abs % error |"
+        "| corpus | groups | pay (compiled) | merged (estimate) | differ: merged, do not pay \
+         | differ: pay, turned down | bytes saved (compiled truth) \
+         | bytes saved (estimate's choice) | group sizes: mean abs % error |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, d) in rows {
@@ -428,7 +428,8 @@ fn main() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/estimate/weights.rs");
         let mut s = String::new();
         s += "//! Weights of the size estimate per target, written by\n";
-        s += "//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: do not\n";
+        s += "//! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: \
+              do not\n";
         s += "//! edit by hand.\n";
         s += &format!(
             "//! Fitted on {} at commit {} against {} compiled with {}.\n",

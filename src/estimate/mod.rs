@@ -8,11 +8,12 @@
 //!
 //! - **Features** ([`visit_features`]): a count per opcode and class of its controlling
 //!   type (narrow integer, `i64`, `i128`, float, vector, none), plus per-function terms:
-//!   blocks and block parameters, the calling convention, calls and their arguments and
-//!   results, stack slots, the stack-limit check (with and without calls), the size classes of constants and memory offsets, jump-table and
-//!   exception-table entries, and two register-pressure proxies measured on the layout
-//!   (values live across a call, and how far the most values live at one point exceed a
-//!   few thresholds).
+//!   blocks and block parameters, the calling convention, calls and their arguments
+//!   (passed through or not, beyond the argument registers) and results, stack slots, the
+//!   stack-limit check (with and without calls), the size classes of constants and memory
+//!   offsets, jump-table and exception-table entries, and two register-pressure proxies
+//!   measured on the layout (values live across a call, and how far the most values live
+//!   at one point exceed a few thresholds).
 //! - **Weights** ([`SizeModel`]): bytes per feature, one table per target architecture
 //!   (`weights.rs`), fitted against real compiles of the corpora by
 //!   `cargo bench --bench calibrate` ([`fit`], which also reports the error). An
