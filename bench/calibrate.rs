@@ -60,6 +60,8 @@ struct Group {
     thunks: Vec<u64>,
     /// The group as built, to estimate.
     candidate: clif_merge::merge::similar::SimilarCandidate,
+    /// The module (of the set's modules) it was built from.
+    module: usize,
 }
 
 impl Group {
@@ -74,7 +76,8 @@ impl Group {
 /// One corpus compiled for one target.
 struct CorpusData {
     name: &'static str,
-    module: Module,
+    /// One module for a corpus; one per file for the fixtures (names repeat across files).
+    modules: Vec<Module>,
     functions: Vec<Measured>,
     /// Shared bodies and thunks of the candidates (thunks written as machine code
     /// excluded: their size is exact, not estimated).
@@ -88,18 +91,85 @@ fn measure(isa: &dyn TargetIsa, func: &Function) -> Option<Measured> {
         sample: Sample {
             features: features_of(func),
             bytes: bytes as f64,
+            weight: 1.0,
         },
         func: func.clone(),
     })
 }
 
+/// A corpus directory, read as one module.
 fn load(
     name: &'static str,
     dir: &std::path::Path,
     target: &TargetInfo,
     isa: &dyn TargetIsa,
 ) -> CorpusData {
-    let module = common::load_module(dir);
+    measure_modules(name, vec![common::load_module(dir)], target, isa)
+}
+
+/// The repository's fixtures (every `.clif` under `fixtures/`, one module per file; files
+/// that do not parse or verify, or repeat a name, left out): small functions of every
+/// kind, unlike the corpora's wasm code. Functions that do not compile are left out too.
+fn load_fixtures(target: &TargetInfo, isa: &dyn TargetIsa) -> CorpusData {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "clif") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        &mut files,
+    );
+    files.sort();
+    let modules = files
+        .iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            let functions = clif_merge::read::parse_clif(&text, path).ok()?;
+            clif_merge::read::verify_all(&functions, isa).ok()?;
+            Module::from_functions(functions.into_iter().map(|p| p.func)).ok()
+        })
+        .collect();
+    measure_modules("fixtures", modules, target, isa)
+}
+
+fn measure_modules(
+    name: &'static str,
+    modules: Vec<Module>,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+) -> CorpusData {
+    let mut functions = Vec::new();
+    let mut built = Vec::new();
+    let mut groups = Vec::new();
+    for (i, module) in modules.iter().enumerate() {
+        let (f, b, g) = measure_module(module, i, target, isa);
+        functions.extend(f);
+        built.extend(b);
+        groups.extend(g);
+    }
+    CorpusData {
+        name,
+        modules,
+        functions,
+        built,
+        groups,
+    }
+}
+
+/// Every function of `module` compiled, and every group merge-similar considers in it.
+fn measure_module(
+    module: &Module,
+    index: usize,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+) -> (Vec<Measured>, Vec<Measured>, Vec<Group>) {
     let indices: Vec<FuncIndex> = module.indices().collect();
     let measured: Vec<(FuncIndex, Option<Measured>)> = indices
         .par_iter()
@@ -115,7 +185,7 @@ fn load(
         mode: MergeMode::Aliases,
         ..Default::default()
     };
-    let candidates = similar_candidates(&module, target, isa, &options);
+    let candidates = similar_candidates(module, target, isa, &options);
     let results: Vec<Option<(Group, Vec<Measured>)>> = candidates
         .into_par_iter()
         .map(|candidate| {
@@ -139,6 +209,7 @@ fn load(
                 body: body.sample.bytes as u64,
                 thunks,
                 candidate,
+                module: index,
             };
             built.push(body);
             Some((group, built))
@@ -150,13 +221,7 @@ fn load(
         groups.push(g);
         built.extend(b);
     }
-    CorpusData {
-        name,
-        module,
-        functions,
-        built,
-        groups,
-    }
+    (functions, built, groups)
 }
 
 /// The model's estimate of a function: the register thunks exact, as the pass does.
@@ -202,7 +267,7 @@ fn decisions(data: &CorpusData, facts: &Facts) -> Decisions {
     let mut d = Decisions::default();
     for g in &data.groups {
         let (tb, ta) = g.truth();
-        let (eb, ea) = g.candidate.cost(&data.module, facts);
+        let (eb, ea) = g.candidate.cost(&data.modules[g.module], facts);
         let truth = ta < tb;
         let estimate = ea < eb;
         d.groups += 1;
@@ -231,10 +296,26 @@ fn function_errors(data: &CorpusData, model: &SizeModel) -> Errors {
     )
 }
 
+/// The fixtures are few and small next to the corpora's thousands of wasm functions:
+/// each counts this many times in the fit, so that the weights also fit small functions
+/// of other compilers.
+/// (1, 3, 10 and 30 were tried: 10 brought the fixtures' mean error from 25% to 16% on
+/// x86_64 and from 16% to 12% on aarch64, and moved the corpora's by at most 0.7 points.)
+const FIXTURE_WEIGHT: f64 = 10.0;
+
 fn samples<'a>(data: impl Iterator<Item = &'a CorpusData>) -> Vec<Sample> {
-    data.flat_map(|d| d.functions.iter().chain(&d.built))
-        .map(|m| m.sample.clone())
-        .collect()
+    data.flat_map(|d| {
+        let weight = if d.name == "fixtures" {
+            FIXTURE_WEIGHT
+        } else {
+            1.0
+        };
+        d.functions.iter().chain(&d.built).map(move |m| Sample {
+            weight,
+            ..m.sample.clone()
+        })
+    })
+    .collect()
 }
 
 /// The `n` functions whose estimate is furthest from the compiled size, relatively.
@@ -322,10 +403,13 @@ fn main() {
         let target = TargetInfo::from_triple_str(triple).expect("a known target");
         let isa = build_isa(&target, &settings).expect("the backend is built in");
         let t = Instant::now();
-        let data: Vec<CorpusData> = corpora
+        let mut data: Vec<CorpusData> = corpora
             .iter()
             .map(|(name, dir)| load(name, dir, &target, &*isa))
             .collect();
+        if full {
+            data.push(load_fixtures(&target, &*isa));
+        }
         println!(
             "\n## {triple}: {} functions, {} built bodies and thunks, {} groups compiled in {}",
             data.iter().map(|d| d.functions.len()).sum::<usize>(),
@@ -432,7 +516,8 @@ fn main() {
               do not\n";
         s += "//! edit by hand.\n";
         s += &format!(
-            "//! Fitted on {} at commit {} against {} compiled with {}.\n",
+            "//! Fitted on {} at commit {} against {} and the fixtures (counted {}\n\
+             //! times), compiled with {}.\n",
             today(),
             common::git_commit(),
             corpora
@@ -440,12 +525,15 @@ fn main() {
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", "),
+            FIXTURE_WEIGHT,
             settings
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        // Fitted numbers sometimes come close to a mathematical constant.
+        s += "\n#![allow(clippy::approx_constant)]\n";
         s += "\nuse cranelift_codegen::ir::Opcode;\n\nuse super::WeightTable;\n";
         for (name, fitted) in &tables {
             s += "\n";

@@ -26,6 +26,8 @@ pub struct Sample {
     pub features: Vec<(Feature, f64)>,
     /// The compiled `.text` bytes.
     pub bytes: f64,
+    /// How much this sample counts in the fit (1 for most).
+    pub weight: f64,
 }
 
 /// The features of `func`, each once with its count, in a fixed order.
@@ -189,7 +191,7 @@ pub fn fit(samples: &[Sample], options: &FitOptions) -> Fitted {
                 row.push((index[&c], n));
             }
         }
-        let weight = 1.0 / s.bytes.max(options.size_floor);
+        let weight = s.weight / s.bytes.max(options.size_floor);
         for &(i, xi) in &row {
             b[i] += weight * xi * s.bytes;
             for &(j, xj) in &row {
@@ -355,7 +357,11 @@ mod tests {
                     bytes += w * n;
                 }
             }
-            samples.push(Sample { features, bytes });
+            samples.push(Sample {
+                features,
+                bytes,
+                weight: 1.0,
+            });
         }
         let options = FitOptions {
             ridge_extra: 1e-6,

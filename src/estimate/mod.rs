@@ -309,26 +309,80 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
         .count();
     add(E::LoadedGlobals, loaded as f64);
 
-    // Positions in layout order, for the liveness proxies: a block's parameters are
-    // defined at the block's position, each instruction at its own.
     let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
     let Scratch {
         def_pos,
         last_use,
         calls_before,
         delta,
+        reachable,
+        stack,
+        used,
+        live_inst,
+        constant,
     } = &mut scratch;
     let values = dfg.num_values();
+
+    // What Cranelift's optimizer removes is not counted: blocks unreachable from the entry,
+    // instructions without side effects whose results nobody uses (found walking the
+    // layout backwards, so that chains of them go at once), and pure arithmetic on
+    // constants, which folds into one constant.
+    reachable.clear();
+    reachable.resize(dfg.num_blocks(), false);
+    stack.clear();
+    if let Some(entry) = func.layout.entry_block() {
+        reachable[entry.index()] = true;
+        stack.push(entry);
+    }
+    while let Some(block) = stack.pop() {
+        for succ in func.block_successors(block) {
+            if !reachable[succ.index()] {
+                reachable[succ.index()] = true;
+                stack.push(succ);
+            }
+        }
+    }
+    used.clear();
+    used.resize(values, false);
+    live_inst.clear();
+    live_inst.resize(dfg.num_insts(), false);
+    let mut last = func.layout.last_block();
+    while let Some(block) = last {
+        last = func.layout.prev_block(block);
+        if !reachable[block.index()] {
+            continue;
+        }
+        for inst in func.layout.block_insts(block).rev() {
+            let live = has_side_effect(func, inst)
+                || dfg.inst_results(inst).iter().any(|r| used[r.index()]);
+            live_inst[inst.index()] = live;
+            if live {
+                for v in dfg.inst_values(inst) {
+                    used[dfg.resolve_aliases(v).index()] = true;
+                }
+            }
+        }
+    }
+
+    // Positions in layout order, for the liveness proxies: a block's parameters are
+    // defined at the block's position, each instruction at its own, a constant where it
+    // is first used (Cranelift materializes constants near their uses).
     def_pos.clear();
     def_pos.resize(values, u32::MAX);
     last_use.clear();
     last_use.resize(values, 0);
     calls_before.clear();
+    // Per value: 0 not a constant, 1 a constant not yet materialized, 2 materialized.
+    constant.clear();
+    constant.resize(values, 0);
     let mut pos: u32 = 0;
     let mut calls: u32 = 0;
     let mut any_call = false;
     let entry = func.layout.entry_block();
     for block in func.layout.blocks() {
+        if !reachable[block.index()] {
+            continue;
+        }
         add(E::Blocks, 1.0);
         let params = dfg.block_params(block);
         if Some(block) != entry {
@@ -340,24 +394,50 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
         calls_before.push(calls);
         pos += 1;
         for inst in func.layout.block_insts(block) {
+            if !live_inst[inst.index()] {
+                continue;
+            }
             let data = &dfg.insts[inst];
             let opcode = data.opcode();
+            let args = dfg.inst_args(inst);
+            let results = dfg.inst_results(inst);
+            let folds = opcode == Opcode::Iconst
+                || (is_pure(func, inst)
+                    && !args.is_empty()
+                    && args
+                        .iter()
+                        .all(|&a| constant[dfg.resolve_aliases(a).index()] != 0));
+            if folds {
+                constant[results[0].index()] = 1;
+                continue;
+            }
+            // Constants this instruction uses for the first time are materialized here.
+            for &a in args {
+                let a = dfg.resolve_aliases(a);
+                if constant[a.index()] == 1 {
+                    constant[a.index()] = 2;
+                    let ty = dfg.value_type(a);
+                    visit(Feature::Op(Opcode::Iconst, TypeClass::of(ty)), 1.0);
+                    constant_extras(func, a, &mut add);
+                    def_pos[a.index()] = pos;
+                }
+            }
             visit(
                 Feature::Op(opcode, TypeClass::of(controlling_type(func, inst))),
                 1.0,
             );
             instruction_extras(func, inst, data, &mut add);
-            let mut used = |v: ir::Value| {
+            let mut uses = |v: ir::Value| {
                 let v = dfg.resolve_aliases(v);
                 last_use[v.index()] = last_use[v.index()].max(pos);
             };
             // Only terminators have block arguments and exception contexts.
             if opcode.is_terminator() {
-                dfg.inst_values(inst).for_each(&mut used);
+                dfg.inst_values(inst).for_each(&mut uses);
             } else {
-                dfg.inst_args(inst).iter().copied().for_each(&mut used);
+                args.iter().copied().for_each(&mut uses);
             }
-            for &r in dfg.inst_results(inst) {
+            for &r in results {
                 def_pos[r.index()] = pos;
             }
             calls_before.push(calls);
@@ -423,6 +503,42 @@ struct Scratch {
     last_use: Vec<u32>,
     calls_before: Vec<u32>,
     delta: Vec<i32>,
+    reachable: Vec<bool>,
+    stack: Vec<ir::Block>,
+    used: Vec<bool>,
+    live_inst: Vec<bool>,
+    constant: Vec<u8>,
+}
+
+/// Whether `inst` must stay though its results are unused (Cranelift's
+/// `has_side_effect`): calls, branches, traps, stores, other side effects, and loads that
+/// may trap.
+fn has_side_effect(func: &Function, inst: ir::Inst) -> bool {
+    let data = &func.dfg.insts[inst];
+    let op = data.opcode();
+    trivially_has_side_effects(op)
+        || (op.can_load()
+            && match *data {
+                InstructionData::Load { flags, .. } => !func.dfg.mem_flags[flags].notrap(),
+                _ => true,
+            })
+}
+
+fn trivially_has_side_effects(op: Opcode) -> bool {
+    op.is_call()
+        || op.is_branch()
+        || op.is_terminator()
+        || op.is_return()
+        || op.can_trap()
+        || op.other_side_effects()
+        || op.can_store()
+}
+
+/// Whether `inst` is pure arithmetic Cranelift's optimizer folds when its arguments are
+/// constants: one result, no memory, no side effects.
+fn is_pure(func: &Function, inst: ir::Inst) -> bool {
+    let op = func.dfg.insts[inst].opcode();
+    func.dfg.inst_results(inst).len() == 1 && !op.can_load() && !trivially_has_side_effects(op)
 }
 
 thread_local! {
@@ -447,6 +563,57 @@ fn controlling_type(func: &Function, inst: ir::Inst) -> Type {
         Some(&a) => dfg.value_type(a),
         None => types::INVALID,
     }
+}
+
+/// The size class of a constant materialized in a register: from its `iconst`, or (a
+/// value folded from constants) as a 32-bit immediate.
+fn constant_extras(func: &Function, value: ir::Value, add: &mut impl FnMut(Extra, f64)) {
+    use Extra as E;
+    let dfg = &func.dfg;
+    let imm = match dfg.value_def(value) {
+        ir::ValueDef::Result(inst, _) => match dfg.insts[inst] {
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => Some(imm),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(imm) = imm else {
+        add(E::ConstImm32, 1.0);
+        return;
+    };
+    let bits = dfg.value_type(value).bits().min(64);
+    let raw = imm.bits();
+    // The constant as its type holds it, sign-extended.
+    let value = if bits >= 64 {
+        raw
+    } else {
+        let shift = 64 - bits;
+        (raw << shift) >> shift
+    };
+    let unsigned = if bits >= 64 {
+        raw as u64
+    } else {
+        (raw as u64) & ((1u64 << bits) - 1)
+    };
+    let class = if value == 0 {
+        E::ConstZero
+    } else if (-128..=127).contains(&value) {
+        E::ConstImm8
+    } else if unsigned <= 0xffff || (-0x1_0000..0).contains(&value) {
+        E::ConstImm16
+    } else if i32::try_from(value).is_ok() || unsigned <= u64::from(u32::MAX) {
+        E::ConstImm32
+    } else {
+        E::ConstWide
+    };
+    add(class, 1.0);
+    let chunks = (0..4)
+        .filter(|i| (unsigned >> (16 * i)) & 0xffff != 0)
+        .count();
+    add(E::ConstExtraChunks, chunks.saturating_sub(1) as f64);
 }
 
 /// The extra features one instruction adds.
@@ -495,42 +662,6 @@ fn instruction_extras(
         add(E::CallResults, results as f64);
     }
     match *data {
-        InstructionData::UnaryImm { imm, .. } if opcode == Opcode::Iconst => {
-            let ty = dfg
-                .inst_results(inst)
-                .first()
-                .map_or(types::I64, |&r| dfg.value_type(r));
-            let bits = ty.bits().min(64);
-            let raw = imm.bits();
-            // The constant as its type holds it, sign-extended.
-            let value = if bits >= 64 {
-                raw
-            } else {
-                let shift = 64 - bits;
-                (raw << shift) >> shift
-            };
-            let unsigned = if bits >= 64 {
-                raw as u64
-            } else {
-                (raw as u64) & ((1u64 << bits) - 1)
-            };
-            let class = if value == 0 {
-                E::ConstZero
-            } else if (-128..=127).contains(&value) {
-                E::ConstImm8
-            } else if unsigned <= 0xffff || (-0x1_0000..0).contains(&value) {
-                E::ConstImm16
-            } else if i32::try_from(value).is_ok() || unsigned <= u64::from(u32::MAX) {
-                E::ConstImm32
-            } else {
-                E::ConstWide
-            };
-            add(class, 1.0);
-            let chunks = (0..4)
-                .filter(|i| (unsigned >> (16 * i)) & 0xffff != 0)
-                .count();
-            add(E::ConstExtraChunks, chunks.saturating_sub(1) as f64);
-        }
         InstructionData::Load { offset, .. } | InstructionData::Store { offset, .. } => {
             let offset = i64::from(i32::from(offset));
             let class = if offset == 0 {
