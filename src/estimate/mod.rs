@@ -13,10 +13,13 @@
 //!   stack-limit check (with and without calls), the size classes of constants and memory
 //!   offsets, jump-table and exception-table entries, and two register-pressure proxies
 //!   measured on the layout (values live across a call, and how far the most values live
-//!   at one point exceed a few thresholds).
+//!   at one point exceed a few thresholds). Only what Cranelift's optimizer keeps is
+//!   counted: blocks unreachable from the entry, instructions without side effects whose
+//!   results nobody uses, and pure arithmetic on constants are left out, and a constant is
+//!   counted where it is first used.
 //! - **Weights** ([`SizeModel`]): bytes per feature, one table per target architecture
-//!   (`weights.rs`), fitted against real compiles of the corpora by
-//!   `cargo bench --bench calibrate` ([`fit`], which also reports the error). An
+//!   (`weights.rs`), fitted against real compiles of the corpora and of the repository's
+//!   fixtures by `cargo bench --bench calibrate` ([`fit`], which also reports the error). An
 //!   (opcode, type class) pair the corpora never showed falls back to the opcode's own
 //!   weight, an opcode never seen to the table's default.
 //!
