@@ -458,11 +458,11 @@ fn main() {
             held_out_decisions.push((d.name, decisions(d, &facts)));
         }
         print_errors(
-            "each corpus left out of the fit, every function:",
+            "each set left out of the fit (fitted on the others), every function:",
             &held_out_errors,
         );
         print_decisions(
-            "each corpus left out of the fit, group decisions:",
+            "each set left out of the fit (fitted on the others), group decisions:",
             &held_out_decisions,
         );
 
@@ -479,7 +479,10 @@ fn main() {
             .iter()
             .map(|d| (d.name, function_errors(d, &model)))
             .collect();
-        print_errors("fitted on all three corpora, every function:", &rows);
+        print_errors(
+            "fitted on every set (the corpora and the fixtures), every function:",
+            &rows,
+        );
         let built: Vec<(&str, Errors)> = data
             .iter()
             .map(|d| {
@@ -494,7 +497,7 @@ fn main() {
             })
             .collect();
         print_errors(
-            "fitted on all three corpora, shared bodies and CLIF thunks:",
+            "fitted on every set (the corpora and the fixtures), shared bodies and CLIF thunks:",
             &built,
         );
         let facts = Facts {
@@ -505,7 +508,10 @@ fn main() {
             .iter()
             .map(|d| (d.name, decisions(d, &facts)))
             .collect();
-        print_decisions("fitted on all three corpora, group decisions:", &rows);
+        print_decisions(
+            "fitted on every set (the corpora and the fixtures), group decisions:",
+            &rows,
+        );
         tables.push((table, fitted));
     }
     if full && write {
@@ -516,8 +522,8 @@ fn main() {
               do not\n";
         s += "//! edit by hand.\n";
         s += &format!(
-            "//! Fitted on {} at commit {} against {} and the fixtures (counted {}\n\
-             //! times), compiled with {}.\n",
+            "//! Fitted on {} at commit {} against {} and the fixtures\n\
+             //! (counted {} times), compiled with {}.\n",
             today(),
             common::git_commit(),
             corpora

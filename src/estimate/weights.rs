@@ -1,7 +1,8 @@
 //! Weights of the size estimate per target, written by
 //! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: do not
 //! edit by hand.
-//! Fitted on 2026-11-23 at commit 496747f against re2, sqlite, zstd, the fixtures compiled with is_pic=true, preserve_frame_pointers=true, opt_level=speed.
+//! Fitted on 2026-11-23 at commit 1759d5c against re2, sqlite, zstd and the fixtures
+//! (counted 10 times), compiled with is_pic=true, preserve_frame_pointers=true, opt_level=speed.
 
 #![allow(clippy::approx_constant)]
 
