@@ -323,6 +323,7 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
         used,
         live_inst,
         constant,
+        operands,
     } = &mut scratch;
     let values = dfg.num_values();
 
@@ -356,11 +357,19 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
             continue;
         }
         for inst in func.layout.block_insts(block).rev() {
-            let live = has_side_effect(func, inst)
-                || dfg.inst_results(inst).iter().any(|r| used[r.index()]);
+            let live = dfg.inst_results(inst).iter().any(|r| used[r.index()])
+                || has_side_effect(func, inst);
             live_inst[inst.index()] = live;
-            if live {
+            if !live {
+                continue;
+            }
+            // Only terminators have block arguments and exception contexts.
+            if dfg.insts[inst].opcode().is_terminator() {
                 for v in dfg.inst_values(inst) {
+                    used[dfg.resolve_aliases(v).index()] = true;
+                }
+            } else {
+                for &v in dfg.inst_args(inst) {
                     used[dfg.resolve_aliases(v).index()] = true;
                 }
             }
@@ -404,19 +413,24 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
             let opcode = data.opcode();
             let args = dfg.inst_args(inst);
             let results = dfg.inst_results(inst);
+            // The values it uses, aliases resolved; only terminators have block arguments
+            // and exception contexts.
+            operands.clear();
+            if opcode.is_terminator() {
+                operands.extend(dfg.inst_values(inst).map(|v| dfg.resolve_aliases(v)));
+            } else {
+                operands.extend(args.iter().map(|&v| dfg.resolve_aliases(v)));
+            }
             let folds = opcode == Opcode::Iconst
-                || (is_pure(func, inst)
-                    && !args.is_empty()
-                    && args
-                        .iter()
-                        .all(|&a| constant[dfg.resolve_aliases(a).index()] != 0));
+                || (!operands.is_empty()
+                    && operands.iter().all(|a| constant[a.index()] != 0)
+                    && is_pure(func, inst));
             if folds {
                 constant[results[0].index()] = 1;
                 continue;
             }
-            // Constants this instruction uses for the first time are materialized here.
-            for &a in args {
-                let a = dfg.resolve_aliases(a);
+            for &a in operands.iter() {
+                // Constants used for the first time are materialized here.
                 if constant[a.index()] == 1 {
                     constant[a.index()] = 2;
                     let ty = dfg.value_type(a);
@@ -424,22 +438,13 @@ pub fn visit_features(func: &Function, visit: &mut impl FnMut(Feature, f64)) {
                     constant_extras(func, a, &mut add);
                     def_pos[a.index()] = pos;
                 }
+                last_use[a.index()] = last_use[a.index()].max(pos);
             }
             visit(
                 Feature::Op(opcode, TypeClass::of(controlling_type(func, inst))),
                 1.0,
             );
             instruction_extras(func, inst, data, &mut add);
-            let mut uses = |v: ir::Value| {
-                let v = dfg.resolve_aliases(v);
-                last_use[v.index()] = last_use[v.index()].max(pos);
-            };
-            // Only terminators have block arguments and exception contexts.
-            if opcode.is_terminator() {
-                dfg.inst_values(inst).for_each(&mut uses);
-            } else {
-                args.iter().copied().for_each(&mut uses);
-            }
             for &r in results {
                 def_pos[r.index()] = pos;
             }
@@ -511,6 +516,7 @@ struct Scratch {
     used: Vec<bool>,
     live_inst: Vec<bool>,
     constant: Vec<u8>,
+    operands: Vec<ir::Value>,
 }
 
 /// Whether `inst` must stay though its results are unused (Cranelift's
