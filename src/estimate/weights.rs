@@ -1,7 +1,7 @@
 //! Weights of the size estimate per target, written by
 //! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` and `cargo fmt`: do not
 //! edit by hand.
-//! Fitted on 2026-11-23 at commit 3e92d54 against re2, sqlite, zstd and the fixtures
+//! Fitted on 2026-11-23 at commit cd3a5b9 against re2, sqlite, zstd and the fixtures
 //! (counted 10 times), compiled with is_pic=true, preserve_frame_pointers=true, opt_level=speed.
 
 #![allow(clippy::approx_constant)]
