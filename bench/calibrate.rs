@@ -388,10 +388,7 @@ fn print_decisions(what: &str, rows: &[(&str, Decisions)]) {
 fn main() {
     let full = common::measuring();
     let write = std::env::var_os("CLIF_MERGE_WRITE_WEIGHTS").is_some_and(|v| v == "1");
-    let corpora: Vec<_> = common::present_corpora("calibrate")
-        .into_iter()
-        .filter(|(name, _)| full || *name == "zstd")
-        .collect();
+    let corpora = common::corpora_to_measure("calibrate");
     if corpora.is_empty() {
         return;
     }

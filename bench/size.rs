@@ -562,10 +562,7 @@ fn draw(path: &Path, results: &[CorpusResult]) -> Result<(), Box<dyn std::error:
 
 fn main() {
     let full = common::measuring();
-    let corpora: Vec<_> = common::present_corpora("size bench")
-        .into_iter()
-        .filter(|(name, _)| full || *name == "zstd")
-        .collect();
+    let corpora = common::corpora_to_measure("size bench");
     if corpora.is_empty() {
         return;
     }

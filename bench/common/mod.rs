@@ -330,6 +330,16 @@ pub fn measuring() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
+/// The corpora a table-printing bench runs on: every corpus present under `cargo bench`,
+/// only zstd (the smallest) as a smoke test under `cargo test`.
+pub fn corpora_to_measure(who: &str) -> Vec<(&'static str, PathBuf)> {
+    let full = measuring();
+    present_corpora(who)
+        .into_iter()
+        .filter(|(name, _)| full || *name == "zstd")
+        .collect()
+}
+
 /// Human-readable seconds.
 pub fn fmt_s(s: f64) -> String {
     if s < 0.0 {
