@@ -315,7 +315,15 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         }
         _ => None,
     };
-    let original = cli::size::keep_original(&cli.size, merging_similar, &module);
+    // Bytes are shown when an object is written and a report, comparison, plot or the
+    // terminal summary shows them.
+    let sizes_shown = cli.output.is_some()
+        && (cli.report.is_some()
+            || cli.size.compare.is_some()
+            || cli.size.plot.is_some()
+            || (!cli.quiet && std::io::stdout().is_terminal()));
+    let original = cli::size::keep_original(&cli.size, merging_similar, sizes_shown, &module);
+    let sizing_isa = isa.clone();
     let building_s = start.elapsed().as_secs_f64();
 
     // Analyse, and with `-o` compile, fold and define into an object.
@@ -399,7 +407,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         timings,
     );
     let mut report = match similar {
-        Some(similar) => report.with_similar(similar),
+        Some(mut similar) => {
+            if let (true, Some(original), Some(isa)) = (sizes_shown, &original, &sizing_isa) {
+                cli::size::measure_similar_unmerged(&mut similar, original, &**isa)?;
+            }
+            report.with_similar(similar)
+        }
         None => report,
     };
     let facts = cli::size::RunFacts {

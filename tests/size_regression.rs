@@ -77,8 +77,8 @@ fn saved_bytes(report: &Value) -> Vec<(String, i64)> {
 
 /// For every input and configuration, the groups' `saved_bytes` add up to what merging
 /// saves in `.text` against `--merge-functions disabled`, to within the padding of one
-/// alignment (and, with merge-similar, the error of its estimate of what its members took
-/// unmerged); each function's `bytes` add up to `.text` the same way; and the report's
+/// alignment (merge-similar's members are compiled from their bodies as read for the
+/// report, so its groups are exact too); each function's `bytes` add up to `.text` the same way; and the report's
 /// `text_bytes` is the object's.
 #[test]
 fn saved_bytes_add_up_to_the_text_merging_saves() {
@@ -133,19 +133,9 @@ fn saved_bytes_add_up_to_the_text_merging_saves() {
                 // x86_64 bodies are byte-aligned and aarch64 code is all 4-byte words, so
                 // the padding is 0 here; the bound is one alignment in general.
                 let slack = 16;
-                // Merge-similar's members are never compiled from their own bodies: what
-                // they took unmerged is the cost model's estimate (`unmerged_bytes`), so
-                // its groups add up to within the estimate's error, here 30% of it.
-                let estimated: i64 = report["similar"]["groups"].as_array().map_or(0, |g| {
-                    g.iter()
-                        .map(|g| g["unmerged_bytes"].as_i64().unwrap())
-                        .sum()
-                });
-                let bound = slack + estimated * 3 / 10;
                 assert!(
-                    (unmerged as i64 - merged as i64 - total).abs() < bound,
-                    "{what}: unmerged {unmerged}, merged {merged}, groups save {total} \
-                     (merge-similar's estimated {estimated}): {saved:?}"
+                    (unmerged as i64 - merged as i64 - total).abs() < slack,
+                    "{what}: unmerged {unmerged}, merged {merged}, groups save {total}: {saved:?}"
                 );
                 // Every byte of .text belongs to a name, to a group's body in a new local
                 // symbol (named by its members' `body`, not a function), or to a

@@ -14,11 +14,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clif_merge::emit::compile::text_size;
+use clif_merge::merge::similar::SimilarReport;
 use clif_merge::merge::{explain_in_plan, MergeOptions, MergePlan, Module};
 use clif_merge::report::compare::{compare, GroupKind, LostFold};
 use clif_merge::report::gate::{regression, Threshold};
 use clif_merge::report::{Report, DEFAULT_TOP};
 use clif_merge::{FuncName, TargetInfo};
+use cranelift_codegen::isa::TargetIsa;
 
 /// Exit status of a run that `--fail-on-regression` failed.
 pub const REGRESSION_EXIT: u8 = 3;
@@ -59,10 +62,17 @@ pub struct RunFacts<'a> {
     pub plan: &'a MergePlan,
 }
 
-/// A copy of `module` as read, kept for explaining lost merge-similar folds when
-/// merge-similar is about to rewrite it and a comparison will be made.
-pub fn keep_original(args: &SizeArgs, merging_similar: bool, module: &Module) -> Option<Module> {
-    if args.compare.is_none() || !merging_similar {
+/// A copy of `module` as read, kept when merge-similar is about to rewrite it and the run
+/// reports sizes (`sizes_shown`: an object is written and a report, comparison, plot or
+/// summary shows its bytes) or makes a comparison: for measuring what merge-similar's
+/// members took unmerged ([`measure_similar_unmerged`]) and explaining lost folds.
+pub fn keep_original(
+    args: &SizeArgs,
+    merging_similar: bool,
+    sizes_shown: bool,
+    module: &Module,
+) -> Option<Module> {
+    if !merging_similar || (args.compare.is_none() && !sizes_shown) {
         return None;
     }
     let mut copy = Module::new();
@@ -71,6 +81,42 @@ pub fn keep_original(args: &SizeArgs, merging_similar: bool, module: &Module) ->
             .expect("the names of a valid module");
     }
     Some(copy)
+}
+
+/// Compile every member of every merge-similar group from its body as read (`original`),
+/// in parallel, and set each group's `unmerged_bytes` to what they take: exact bytes for
+/// the report, where merge-similar's cost model only estimates them (it compiles nothing).
+/// Done only for runs that show sizes, and timed in none of the report's timings.
+pub fn measure_similar_unmerged(
+    similar: &mut SimilarReport,
+    original: &Module,
+    isa: &dyn TargetIsa,
+) -> Result<(), String> {
+    use rayon::prelude::*;
+    let members: Vec<(usize, &str)> = similar
+        .groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, group)| group.members.iter().map(move |m| (g, m.as_str())))
+        .collect();
+    let sizes: Vec<(usize, u64)> = members
+        .par_iter()
+        .map(|&(g, name)| {
+            let f = FuncName::parse(name)
+                .and_then(|n| original.lookup(&n))
+                .ok_or_else(|| format!("merge-similar member {name} is not in the input"))?;
+            let bytes = text_size(isa, original.get(f).func.clone())
+                .map_err(|e| format!("function {name}: code generation failed: {e}"))?;
+            Ok((g, bytes))
+        })
+        .collect::<Result<_, String>>()?;
+    for group in &mut similar.groups {
+        group.unmerged_bytes = 0;
+    }
+    for (g, bytes) in sizes {
+        similar.groups[g].unmerged_bytes += bytes;
+    }
+    Ok(())
 }
 
 /// What the flags add to a run, once its report is made.

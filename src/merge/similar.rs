@@ -83,7 +83,8 @@ pub struct SimilarGroup {
     pub bytes_after: u64,
     /// `.text` bytes of every member compiled from its own body, equal members each
     /// counted (what the group takes unmerged), as the cost model weighs them (estimated
-    /// from the IR; 0 without the cost model).
+    /// from the IR; 0 without the cost model). The command line replaces it with the
+    /// members compiled from their bodies as read when it shows sizes.
     pub unmerged_bytes: u64,
     /// Bytes of the shared body in the object written (filled by the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
