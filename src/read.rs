@@ -161,6 +161,15 @@ fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, Read
 /// Blank out `test`, `target` and `set` lines that stand before the first function, in
 /// place: their bytes become spaces, so line numbers stay true and the text stays UTF-8.
 fn blank_preamble(text: &mut [u8]) {
+    for line in preamble_directives(text) {
+        text[line].fill(b' ');
+    }
+}
+
+/// Where the `test`, `target` and `set` lines before the first function are (without
+/// their line ends).
+fn preamble_directives(text: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut lines = Vec::new();
     let mut start = 0;
     while start < text.len() {
         let end = text[start..]
@@ -171,16 +180,17 @@ fn blank_preamble(text: &mut [u8]) {
         let indent = line.iter().take_while(|b| b.is_ascii_whitespace()).count();
         let trimmed = &line[indent..];
         if trimmed.starts_with(b"function") {
-            return;
+            break;
         }
         if [&b"test "[..], b"target ", b"set "]
             .iter()
             .any(|d| trimmed.starts_with(d))
         {
-            text[start..end].fill(b' ');
+            lines.push(start..end);
         }
         start = end + 1;
     }
+    lines
 }
 
 /// Expand the inputs: files as given, directories searched recursively for `*.clif` in
@@ -246,8 +256,15 @@ fn read_file_with(path: &Path, buffer: &mut Vec<u8>) -> Result<Vec<ParsedFunctio
     // `take` hides the file's size hint, which `File::read_to_end` would `stat` for: the
     // buffer is already large enough for most files.
     file.take(u64::MAX).read_to_end(buffer).map_err(io)?;
-    as_text(buffer, path)?;
-    blank_preamble(buffer);
+    let text = as_text(buffer, path)?;
+    let directives = preamble_directives(text.as_bytes());
+    if directives.is_empty() {
+        // What compilers write: nothing to blank, and the text is checked once.
+        return parse_cleaned(text, path);
+    }
+    for line in directives {
+        buffer[line].fill(b' ');
+    }
     parse_cleaned(as_text(buffer, path)?, path)
 }
 
