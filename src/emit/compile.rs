@@ -263,8 +263,10 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
     }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above");
-    let align = u64::from(code.buffer.alignment).max(1);
-    Ok((code.buffer.data().len() as u64).div_ceil(align) * align)
+    Ok(super::sizes::padded(
+        code.buffer.data().len(),
+        u64::from(code.buffer.alignment),
+    ))
 }
 
 /// Merge-similar's questions about machine code, answered for any target without
