@@ -75,12 +75,7 @@ pub fn keep_original(
     if !merging_similar || (args.compare.is_none() && !sizes_shown) {
         return None;
     }
-    let mut copy = Module::new();
-    for (_, m) in module.iter() {
-        copy.add(m.func.clone(), m.linkage, m.unnamed_addr)
-            .expect("the names of a valid module");
-    }
-    Some(copy)
+    Some(module.clone())
 }
 
 /// Compile every member of every merge-similar group from its body as read (`original`),

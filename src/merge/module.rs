@@ -21,6 +21,7 @@ pub struct FuncIndex(u32);
 cranelift_entity::entity_impl!(FuncIndex, "func");
 
 /// One function of the module.
+#[derive(Clone)]
 pub struct ModuleFunction {
     /// Its name (the symbol it is defined under).
     pub name: FuncName,
@@ -63,7 +64,7 @@ pub enum ModuleError {
 }
 
 /// A set of functions to merge, with their call graph.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Module {
     functions: cranelift_entity::PrimaryMap<FuncIndex, ModuleFunction>,
     by_name: HashMap<FuncName, FuncIndex, StableState>,
