@@ -67,7 +67,7 @@ pub struct Program {
     /// Pairs of functions of one family (what the pass had to tell equal or apart).
     pub family_pairs: usize,
     /// Globs and linkages, as the command line takes them.
-    pub linkages: Vec<(&'static str, &'static str)>,
+    pub linkages: Vec<(String, String)>,
 }
 
 /// Helper signatures: parameter types, return type, calling convention.
@@ -1131,7 +1131,9 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         inputs,
         functions,
         family_pairs,
-        linkages: vec![("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")],
+        linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
+            .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
+            .into(),
     }
 }
 

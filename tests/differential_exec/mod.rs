@@ -446,13 +446,15 @@ pub mod jit {
         let functions =
             clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
         let linkage_of = |name: &str| {
-            for (glob, linkage) in &program.linkages {
+            // As on the command line, the last match wins.
+            for (glob, linkage) in program.linkages.iter().rev() {
                 if name.starts_with(glob.trim_end_matches('*')) {
-                    return match *linkage {
+                    return match linkage.as_str() {
                         "local" => Linkage::Local,
                         "hidden" => Linkage::Hidden,
                         "preemptible" => Linkage::Preemptible,
-                        _ => Linkage::Export,
+                        "export" => Linkage::Export,
+                        other => panic!("unknown linkage {other:?} for {name}"),
                     };
                 }
             }
@@ -551,10 +553,17 @@ pub mod jit {
 
 /// A hand-written module of `fixtures/exec/`: its entries (`; entry: %name [flags]`, with
 /// `address-sensitive`, `address-result` or `reads-frame`), each called on a fixed set of
-/// integers and, when it compares addresses, on the address of every entry.
+/// integers and, when it compares addresses, on the address of every entry; and the
+/// linkages of its functions (`; linkage: GLOB=LINKAGE`, as `--linkage` takes them).
 pub fn program_from_fixture(text: &str) -> Program {
     let mut entries = Vec::new();
+    let mut linkages = Vec::new();
     for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("; linkage: ") {
+            let (glob, linkage) = rest.trim().split_once('=').expect("GLOB=LINKAGE");
+            linkages.push((glob.to_string(), linkage.to_string()));
+            continue;
+        }
         let Some(rest) = line.strip_prefix("; entry: %") else {
             continue;
         };
@@ -589,6 +598,6 @@ pub fn program_from_fixture(text: &str) -> Program {
         entries,
         inputs,
         family_pairs: 0,
-        linkages: Vec::new(),
+        linkages,
     }
 }
