@@ -5,14 +5,17 @@
 //! Cranelift IR functions, keeps one body per group, and makes every other name still work
 //! as an alias, a thunk, or (for local functions nobody can observe) nothing at all.
 //!
-//! The pass has three layers, with the [`MergePlan`] as the seam between analysis and
-//! mechanics:
-//! - [`detect`]: a total order over functions ([`FunctionComparator`]) and a structural hash
-//!   consistent with it;
-//! - [`merge`]: the worklist and tree of unique functions, callers revisited until nothing
-//!   changes, then class refinement over the call graph for recursive cycles;
-//! - [`emit`]: the kept functions compiled by cranelift-codegen and written by
-//!   cranelift-object, with aliases and thunks.
+//! The stages, each fed only by the one before ([`pipeline::run`] runs them all; see
+//! `ARCHITECTURE.md`), with the [`MergePlan`] as the seam between analysis and mechanics:
+//! - [`read`]: CLIF text in, verified functions with their places out;
+//! - [`detect`](mod@detect): a total order over functions ([`FunctionComparator`]) and a
+//!   structural hash consistent with it;
+//! - [`merge`](mod@merge): the worklist and tree of unique functions, callers revisited
+//!   until nothing changes, then class refinement over the call graph for recursive cycles;
+//!   and merge-similar;
+//! - [`emit`]: the kept functions compiled by cranelift-codegen, bodies that compiled to the
+//!   same machine code folded, and everything defined in a sink (cranelift-object,
+//!   cranelift-jit, or a compiler's own module), with aliases and thunks.
 //!
 //! ```
 //! use clif_merge::{Module, MergeOptions, TargetInfo, read::parse_clif};

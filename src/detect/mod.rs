@@ -4,7 +4,7 @@
 //! - [`encode`]: the canonical token encoding of a function, the comparator's ground truth.
 //! - [`compare`]: `FunctionComparator`, the total order over functions.
 //! - [`hash`]: the structural hash, consistent with the order.
-//! - [`explain`]: the first difference between two functions, in words.
+//! - [`explain`](mod@explain): the first difference between two functions, in words.
 //! - [`holes`]: merge-similar's mode, equal except for integer constants and callees.
 
 pub mod compare;

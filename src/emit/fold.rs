@@ -12,7 +12,7 @@
 //!
 //! Bodies are grouped by (alignment, bytes, relocations), where a relocation that *calls* a
 //! module function that may be redirected names only a placeholder; the groups are then
-//! refined over the call graph exactly as the cycle phase does ([`refine_partition`]),
+//! refined over the call graph exactly as the cycle phase does ([`crate::merge::refine`]),
 //! comparing the bodies that those calls reach. Relocations that take an address (any whose
 //! instruction is not a call or jump, whatever its kind: see [`super::reloc`]) name
 //! their symbol exactly: an address is observable. Calls to

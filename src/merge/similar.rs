@@ -1,7 +1,7 @@
 //! Merge-similar: one body for functions that differ only in integer constants and call
 //! targets, each original name a thunk that passes its own values.
 //!
-//! Identical merging (the rest of [`crate::merge`]) cannot fold `f(x) = x + 1` and
+//! Identical merging (the rest of [`crate::merge`](mod@crate::merge)) cannot fold `f(x) = x + 1` and
 //! `g(x) = x + 2`, nor two trampolines that each call their own target, nor two copies of
 //! a template that read a field at different offsets. This pass can, as
 //! Swift's MergeFunctions, LLVM's GlobalMergeFunc and Binaryen's MergeSimilarFunctions do:

@@ -1,11 +1,11 @@
 //! Finding the groups of equal functions: LLVM's worklist and tree, then class
 //! refinement over the call graph for what the tree cannot see (recursive cycles).
 //!
-//! - [`references`]: each function's hash and references from one walk; the call graph;
-//! - [`shapes`]: the first pass, encodings with placeholders interned as shapes;
-//! - [`tree`]: phase 1, LLVM's worklist and table of unique functions;
-//! - [`cycles`]: phase 2, mutually recursive groups by partition refinement;
-//! - [`classes`]: the classes of equal functions as they grow.
+//! - `references`: each function's hash and references from one walk; the call graph;
+//! - `shapes`: the first pass, encodings with placeholders interned as shapes;
+//! - `tree`: phase 1, LLVM's worklist and table of unique functions;
+//! - `cycles`: phase 2, mutually recursive groups by partition refinement;
+//! - `classes`: the classes of equal functions as they grow.
 //!
 //! **Shapes.** The tree compares functions by their encoding
 //! ([`crate::detect::encode::Encoder`]) with direct callees written by their current class, and classes change as functions fold. Instead
