@@ -11,19 +11,17 @@ use crate::merge::refine::refine_partition;
 /// Phase 2: optimistic partition refinement over the classes left after phase 1.
 pub(super) fn refine_cycles(shapes: &Shapes, classes: &mut Classes) {
     // Optimistic start: the class roots grouped by shape (members in index order).
-    const NONE: u32 = u32::MAX;
-    let mut group_of_shape = vec![NONE; shapes.count];
+    let mut group_of_shape: Vec<Option<usize>> = vec![None; shapes.count];
     let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     for &f in &shapes.shared {
         if classes.root[f] != f {
             continue;
         }
-        let slot = &mut group_of_shape[shapes.shape[f] as usize];
-        if *slot == NONE {
-            *slot = groups.len() as u32;
+        let group = *group_of_shape[shapes.shape[f] as usize].get_or_insert_with(|| {
             groups.push(Vec::new());
-        }
-        groups[*slot as usize].push(f);
+            groups.len() - 1
+        });
+        groups[group].push(f);
     }
     groups.retain(|g| g.len() > 1);
     if groups.is_empty() {

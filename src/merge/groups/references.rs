@@ -5,6 +5,7 @@
 //! worklist revisits callers by.
 
 use cranelift_codegen::ir::{Block, FuncRef, GlobalValue, GlobalValueData, InstructionData};
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 
 use super::sized;
@@ -37,24 +38,46 @@ impl Facts {
 }
 
 /// One function's structural hash and references, from one walk. The references are kept
-/// in a buffer shared by the functions of a [`Chunk`]; [`Walked::refs`] reads them.
+/// in buffers shared by the functions of a chunk of the first pass ([`ChunkRefs`]);
+/// [`Walked::refs`] reads them.
 pub(super) struct Walked {
     pub(super) hash: u64,
     /// How many instructions the walk reached.
     pub(super) insts: u32,
-    /// Where, in the chunk's buffer, the function's references start, and where its func
-    /// refs, global values, calls and addresses end.
-    pub(super) bounds: [u32; 5],
+    /// Where, in the chunk's [`ChunkRefs::named`], the function's entries start, and where
+    /// those of its func refs and of its global values end.
+    named: [u32; 3],
+    /// Where, in the chunk's [`ChunkRefs::functions`], the function's entries start, and
+    /// where its calls and its addresses end.
+    functions: [u32; 3],
 }
 
-/// In a chunk's references: names no module function.
-pub(super) const NO_FUNCTION: u32 = u32::MAX;
+/// The references of a run of functions, in two buffers rather than a few allocations per
+/// function.
+#[derive(Default)]
+pub(super) struct ChunkRefs {
+    /// Per function, for each `FuncRef` and then each global value, the module function it
+    /// names, if any.
+    named: Vec<PackedOption<FuncIndex>>,
+    /// Per function, the module functions it calls and then those whose address it takes.
+    functions: Vec<FuncIndex>,
+}
+
+impl ChunkRefs {
+    /// Buffers sized for about `n` functions.
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Self {
+            named: Vec::with_capacity(n * 6),
+            functions: Vec::with_capacity(n * 2),
+        }
+    }
+}
 
 /// Buffers reused from one function's walk to the next.
 #[derive(Default)]
 pub(super) struct WalkBuffers {
-    pub(super) calls: Vec<u32>,
-    pub(super) addresses: Vec<u32>,
+    pub(super) calls: Vec<FuncIndex>,
+    pub(super) addresses: Vec<FuncIndex>,
     /// The blocks of the last walk, in walk order.
     pub(super) blocks: Vec<Block>,
 }
@@ -68,36 +91,31 @@ impl Walked {
         module: &Module,
         f: FuncIndex,
         buffers: &mut WalkBuffers,
-        refs: &mut Vec<u32>,
+        refs: &mut ChunkRefs,
     ) -> Self {
         let func = &module.get(f).func;
-        let lookup = |name| {
-            module
-                .lookup(&FuncName::of_external(func, name))
-                .map_or(NO_FUNCTION, |f| f.as_u32())
-        };
+        let lookup = |name| PackedOption::from(module.lookup(&FuncName::of_external(func, name)));
         let WalkBuffers {
             calls,
             addresses,
             blocks,
         } = buffers;
-        let start = refs.len();
-        refs.extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
-        let func_refs = &refs[start..];
+        let named_start = refs.named.len();
+        refs.named
+            .extend(func.dfg.ext_funcs.values().map(|ext| lookup(&ext.name)));
+        let func_refs = &refs.named[named_start..];
         calls.clear();
         addresses.clear();
-        let visit = |data: &InstructionData, calls: &mut Vec<u32>, addresses: &mut Vec<u32>| {
-            let (list, target) = match *data {
-                InstructionData::Call { func_ref, .. }
-                | InstructionData::TryCall { func_ref, .. } => (calls, func_ref),
-                InstructionData::FuncAddr { func_ref, .. } => (addresses, func_ref),
-                _ => return,
+        let visit =
+            |data: &InstructionData, calls: &mut Vec<FuncIndex>, addresses: &mut Vec<FuncIndex>| {
+                let (list, target) = match *data {
+                    InstructionData::Call { func_ref, .. }
+                    | InstructionData::TryCall { func_ref, .. } => (calls, func_ref),
+                    InstructionData::FuncAddr { func_ref, .. } => (addresses, func_ref),
+                    _ => return,
+                };
+                list.extend(func_refs[target.as_u32() as usize].expand());
             };
-            match func_refs[target.as_u32() as usize] {
-                NO_FUNCTION => {}
-                f => list.push(f),
-            }
-        };
         let mut insts = 0u32;
         let (hash, reached) = hash_visiting(func, blocks, |data| {
             insts += 1;
@@ -114,42 +132,42 @@ impl Walked {
                 }
             }
         }
-        let func_refs_end = refs.len();
+        let func_refs_end = refs.named.len();
         for gv in func.global_values.values() {
             let named = match gv {
                 GlobalValueData::Symbol { name, .. } => lookup(name),
-                _ => NO_FUNCTION,
+                _ => PackedOption::default(),
             };
-            if named != NO_FUNCTION {
-                addresses.push(named);
-            }
-            refs.push(named);
+            addresses.extend(named.expand());
+            refs.named.push(named);
         }
-        let symbols_end = refs.len();
+        let named = [named_start, func_refs_end, refs.named.len()];
         calls.sort_unstable();
         calls.dedup();
         addresses.sort_unstable();
         addresses.dedup();
-        refs.extend_from_slice(calls);
-        let calls_end = refs.len();
-        refs.extend_from_slice(addresses);
-        let bounds = [start, func_refs_end, symbols_end, calls_end, refs.len()];
+        let functions_start = refs.functions.len();
+        refs.functions.extend_from_slice(calls);
+        let calls_end = refs.functions.len();
+        refs.functions.extend_from_slice(addresses);
+        let functions = [functions_start, calls_end, refs.functions.len()];
         Self {
             hash,
             insts,
-            bounds: bounds.map(|b| b as u32),
+            named: named.map(|b| b as u32),
+            functions: functions.map(|b| b as u32),
         }
     }
 
-    /// Its references, in `refs`, its chunk's buffer.
+    /// Its references, in `refs`, its chunk's buffers.
     #[inline]
-    pub(super) fn refs<'c>(&self, refs: &'c [u32]) -> Refs<'c> {
-        let part = |i: usize| &refs[self.bounds[i] as usize..self.bounds[i + 1] as usize];
+    pub(super) fn refs<'c>(&self, refs: &'c ChunkRefs) -> Refs<'c> {
+        let range = |bounds: &[u32; 3], i: usize| bounds[i] as usize..bounds[i + 1] as usize;
         Refs {
-            func_refs: part(0),
-            symbols: part(1),
-            calls: part(2),
-            addresses: part(3),
+            func_refs: &refs.named[range(&self.named, 0)],
+            symbols: &refs.named[range(&self.named, 1)],
+            calls: &refs.functions[range(&self.functions, 0)],
+            addresses: &refs.functions[range(&self.functions, 1)],
         }
     }
 }
@@ -157,43 +175,37 @@ impl Walked {
 /// What one function does with the functions of the module (as [`Module::references`]).
 #[derive(Clone, Copy)]
 pub(super) struct Refs<'c> {
-    /// For each `FuncRef`, the module function it names, or [`NO_FUNCTION`].
-    pub(super) func_refs: &'c [u32],
-    /// For each global value, the module function a `symbol` names, or [`NO_FUNCTION`].
-    pub(super) symbols: &'c [u32],
+    /// For each `FuncRef`, the module function it names, if any.
+    func_refs: &'c [PackedOption<FuncIndex>],
+    /// For each global value, the module function a `symbol` names, if any.
+    symbols: &'c [PackedOption<FuncIndex>],
     /// The module functions it calls directly, in index order.
-    pub(super) calls: &'c [u32],
+    calls: &'c [FuncIndex],
     /// The module functions whose address it takes, in index order.
-    pub(super) addresses: &'c [u32],
+    addresses: &'c [FuncIndex],
 }
 
 impl<'c> Refs<'c> {
-    pub(super) fn function(index: Option<&u32>) -> Option<FuncIndex> {
-        index
-            .filter(|&&f| f != NO_FUNCTION)
-            .map(|&f| FuncIndex::from_u32(f))
-    }
-
     /// The module function `callee` names, if any.
     pub(super) fn func_ref(&self, callee: FuncRef) -> Option<FuncIndex> {
-        Self::function(self.func_refs.get(callee.as_u32() as usize))
+        self.func_refs.get(callee.index())?.expand()
     }
 
     /// The module function the `symbol` global value `gv` names, if any.
     pub(super) fn symbol(&self, gv: GlobalValue) -> Option<FuncIndex> {
-        Self::function(self.symbols.get(gv.as_u32() as usize))
+        self.symbols.get(gv.index())?.expand()
     }
 
     pub(super) fn calls(&self) -> impl Iterator<Item = FuncIndex> + 'c {
-        self.calls.iter().map(|&f| FuncIndex::from_u32(f))
+        self.calls.iter().copied()
     }
 
     pub(super) fn addresses(&self) -> impl Iterator<Item = FuncIndex> + 'c {
-        self.addresses.iter().map(|&f| FuncIndex::from_u32(f))
+        self.addresses.iter().copied()
     }
 
     pub(super) fn is_called(&self, f: FuncIndex) -> bool {
-        self.calls.binary_search(&f.as_u32()).is_ok()
+        self.calls.binary_search(&f).is_ok()
     }
 }
 

@@ -14,7 +14,7 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 
 use rayon::prelude::*;
 
-use super::references::{Callers, Facts, Refs, WalkBuffers, Walked};
+use super::references::{Callers, ChunkRefs, Facts, Refs, WalkBuffers, Walked};
 use super::sized;
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
 use crate::detect::hash::{StableHasher, StableState};
@@ -223,7 +223,7 @@ struct ChunkWalks {
     /// Per function, its walk.
     pub(super) walked: Vec<Walked>,
     /// The functions' references ([`Walked::refs`]).
-    pub(super) refs: Vec<u32>,
+    pub(super) refs: ChunkRefs,
 }
 
 /// What the first pass learns of the shapes of a run of consecutive functions.
@@ -342,7 +342,7 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
             let n = functions.len();
             let mut walks = ChunkWalks {
                 walked: Vec::with_capacity(n),
-                refs: Vec::with_capacity(n * 8),
+                refs: ChunkRefs::with_capacity(n),
             };
             let mut chunk = ChunkShapes {
                 shapes: Vec::with_capacity(n),
