@@ -285,6 +285,8 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             mode,
             addresses_insignificant: cli.addresses_insignificant,
             fold_cycles: !cli.no_cycles,
+            // The command line writes objects, where an alias is a symbol at its body.
+            aliases_share_address: true,
         },
         similar: cli.merge_similar.then(SimilarOptions::default),
         emit: EmitOptions {

@@ -66,12 +66,17 @@ pub struct Done<O> {
 }
 
 /// Run every stage on `module`, for `target`, into `sink`; the sink's module compiles.
+/// Whether aliases share their body's address
+/// ([`MergeOptions::aliases_share_address`]) is the sink's to say, whatever `options` say.
 pub fn run<S: Sink>(
     module: Module,
     target: &TargetInfo,
     options: &PipelineOptions,
     mut sink: S,
 ) -> Result<(Analysis, Done<S::Output>), S::Error> {
+    let mut options = options.clone();
+    options.merge.aliases_share_address = sink.alias_style().shares_address();
+    let options = &options;
     let analysis = analyse_into(module, target, options, &mut sink)?;
     let done = emit(
         &analysis.module,
@@ -152,7 +157,9 @@ fn analyse_into<S: Sink>(
 
 /// The stages after analysis: compile the bodies `plan` keeps, fold those that compiled to
 /// the same machine code (unless `options.fold_machine_code` is off), define everything in
-/// the sink's module, and let the sink finish.
+/// the sink's module, and let the sink finish. `merge_options` are those the plan was made
+/// with: a plan that counted on aliases sharing their body's address cannot go into a sink
+/// whose aliases are thunks (an error, before anything is compiled).
 pub fn emit<S: Sink>(
     module: &Module,
     plan: &MergePlan,
@@ -160,6 +167,9 @@ pub fn emit<S: Sink>(
     options: &EmitOptions,
     mut sink: S,
 ) -> Result<Done<S::Output>, S::Error> {
+    if merge_options.aliases_share_address && !sink.alias_style().shares_address() {
+        return Err(EmitError::AliasesNotShared.into());
+    }
     let isa = sink.module().isa();
     let (compiled, plan) =
         sink.on_pool(|| compile_and_fold(module, plan, isa, merge_options, options))?;

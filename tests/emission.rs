@@ -713,3 +713,104 @@ block0(v0: i64):
     let wrap = unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64) -> i64>(p) };
     assert_eq!(wrap(7), 7005);
 }
+
+/// A sink that makes every alias a thunk at an address of its own, as the plugin's JIT
+/// does for the names a compiler declared.
+struct ThunkAliasesJit(clif_merge::emit::jit::JitSink);
+
+impl clif_merge::emit::sink::Sink for ThunkAliasesJit {
+    type Module = cranelift_jit::JITModule;
+    type Output = clif_merge::emit::jit::JitFunctions;
+    type Error = clif_merge::EmitError;
+
+    fn module(&self) -> &Self::Module {
+        self.0.module()
+    }
+
+    fn module_mut(&mut self) -> &mut Self::Module {
+        self.0.module_mut()
+    }
+
+    fn alias_style(&self) -> clif_merge::emit::define::AliasStyle {
+        clif_merge::emit::define::AliasStyle::Thunk
+    }
+
+    fn naming(&self) -> clif_merge::emit::define::Naming {
+        self.0.naming()
+    }
+
+    fn finish(
+        self,
+        emitted: clif_merge::emit::sink::Emitted<'_>,
+        summary: &mut EmitSummary,
+    ) -> Result<Self::Output, Self::Error> {
+        self.0.finish(emitted, summary)
+    }
+}
+
+/// Functions that take the addresses of functions folded as aliases fold only where an
+/// alias is at its body: a plan made counting on that is refused by a sink whose aliases
+/// are thunks, and `pipeline::run` asks its sink, so that `&g2` keeps one value.
+#[test]
+fn callers_of_aliased_addresses_fold_only_where_aliases_share_the_address() {
+    use clif_merge::emit::jit::JitSink;
+    use clif_merge::emit::sink::Sink as _;
+    use clif_merge::pipeline::{self, PipelineOptions};
+    if TargetInfo::host().jump_thunk_size().is_none() {
+        eprintln!("skipping: the host has no single-jump thunks");
+        return;
+    }
+    let text =
+        std::fs::read_to_string(root().join("fixtures/exec/aliased_function_addresses.clif"))
+            .unwrap();
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(&text, "aliased_function_addresses.clif").unwrap() {
+        module.add(p.func, Linkage::Export, false).unwrap();
+    }
+    let index = |module: &Module, name: &str| module.lookup(&FuncName::parse(name).unwrap());
+    let target = TargetInfo::host();
+    let shared = MergeOptions {
+        mode: MergeMode::Aliases,
+        aliases_share_address: true,
+        ..Default::default()
+    };
+    let plan = clif_merge::merge(&module, &target, &shared);
+    let ret_g2 = index(&module, "%ret_g2").unwrap();
+    assert!(plan.group_of(ret_g2).is_some(), "%ret_g2 folds for objects");
+    let sink = ThunkAliasesJit(JitSink::new([]).unwrap());
+    assert!(!sink.alias_style().shares_address());
+    let refused = pipeline::emit(&module, &plan, &shared, &EmitOptions::default(), sink);
+    assert!(
+        matches!(refused, Err(clif_merge::EmitError::AliasesNotShared)),
+        "a thunk sink took a plan made for shared alias addresses"
+    );
+
+    let options = PipelineOptions {
+        merge: shared,
+        ..Default::default()
+    };
+    let sink = ThunkAliasesJit(JitSink::new([]).unwrap());
+    let (analysis, done) = pipeline::run(module, &target, &options, sink).unwrap();
+    assert!(
+        analysis.plan.group_of(ret_g2).is_none(),
+        "%ret_g2 folded in a JIT"
+    );
+    let g1 = index(&analysis.module, "%g1").unwrap();
+    assert!(
+        analysis.plan.group_of(g1).is_some(),
+        "%g1 and %g2 still fold"
+    );
+    let entry = |name: &str| -> extern "C" fn(i64, i64, i64) -> i64 {
+        let p = done
+            .output
+            .pointer(&FuncName::parse(name).unwrap())
+            .unwrap();
+        unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64, i64, i64) -> i64>(p) }
+    };
+    assert_eq!(entry("%same_g2")(1, 2, 3), 1, "&g2 has two values");
+    let g2 = done
+        .output
+        .pointer(&FuncName::parse("%g2").unwrap())
+        .unwrap();
+    assert_eq!(entry("%ret_g2")(0, 0, 0), g2 as i64);
+}

@@ -230,6 +230,8 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
         mode: cfg.mode,
         addresses_insignificant: cfg.addresses_insignificant,
         fold_cycles: cfg.fold_cycles,
+        // The plan is written as an object, where an alias is a symbol at its body.
+        aliases_share_address: true,
     };
     let plan = merge(&module, &target, &options);
 

@@ -44,6 +44,17 @@ pub enum AliasStyle {
     Thunk,
 }
 
+impl AliasStyle {
+    /// Whether an alias has its body's address
+    /// ([`crate::merge::MergeOptions::aliases_share_address`]).
+    pub fn shares_address(self) -> bool {
+        match self {
+            AliasStyle::PatchedSymbol | AliasStyle::BodyId => true,
+            AliasStyle::Thunk => false,
+        }
+    }
+}
+
 /// Where the module's ids come from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Naming {

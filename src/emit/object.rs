@@ -68,6 +68,13 @@ pub enum EmitError {
     /// The object could not be written.
     #[error("writing the object: {0}")]
     Object(String),
+    /// The plan was made for aliases that share their body's address
+    /// (`MergeOptions::aliases_share_address`), and the sink makes every alias a thunk.
+    #[error(
+        "the merge plan counts on aliases sharing their body's address, and this output makes \
+         aliases thunks (a JIT): make the plan with `aliases_share_address: false`"
+    )]
+    AliasesNotShared,
 }
 
 /// Options for writing the object.

@@ -59,6 +59,12 @@ pub struct MergeOptions {
     pub addresses_insignificant: bool,
     /// Also fold mutually recursive groups (class refinement). On by default.
     pub fold_cycles: bool,
+    /// Where the plan goes, a folded function made an alias has its body's address: true
+    /// for objects (an alias is a symbol at the body), false in a JIT, where every name a
+    /// caller declared keeps a thunk of its own. When true, functions that take the
+    /// addresses of such functions fold like callers of them do. Off by default (always
+    /// sound); [`crate::pipeline::run`] sets it from its sink, and the command line sets it.
+    pub aliases_share_address: bool,
 }
 
 impl Default for MergeOptions {
@@ -67,6 +73,7 @@ impl Default for MergeOptions {
             mode: MergeMode::Trampolines,
             addresses_insignificant: false,
             fold_cycles: true,
+            aliases_share_address: false,
         }
     }
 }
@@ -80,11 +87,22 @@ impl MergeOptions {
         !(self.mode == MergeMode::Aliases || self.addresses_insignificant || m.unnamed_addr)
     }
 
-    /// Whether `m` is local and nobody compares its address: if it folds it is erased, and
-    /// its address becomes its group's body's, so a reference to its address can be
-    /// compared by `m`'s class like a call.
-    pub fn address_is_class(&self, m: &ModuleFunction) -> bool {
-        m.linkage == Linkage::Local && !self.address_compared(m)
+    /// Whether `m`'s address, should `m` fold, is its group's body's, so that a reference
+    /// to its address can be compared by `m`'s class like a call: nobody compares its
+    /// address, and it is local (a folded local function is erased and every reference goes
+    /// to the body) or not preemptible and made an alias ([`crate::merge::policy`]) where
+    /// aliases are symbols at their body (`target` has aliases and
+    /// [`MergeOptions::aliases_share_address`]). A preemptible function may be replaced at
+    /// link time, and so may its address.
+    pub fn address_is_class(&self, m: &ModuleFunction, target: &TargetInfo) -> bool {
+        !self.address_compared(m)
+            && match m.linkage {
+                Linkage::Local => true,
+                Linkage::Export | Linkage::Hidden => {
+                    self.aliases_share_address && target.supports_aliases()
+                }
+                Linkage::Preemptible | Linkage::Import => false,
+            }
     }
 }
 
@@ -104,6 +122,7 @@ pub fn explain_in_plan(
         let refs = module.references(caller);
         ByPlan {
             module,
+            target,
             options,
             plan,
             func_refs: refs.func_refs,
@@ -123,6 +142,7 @@ pub fn explain_in_plan(
 
 struct ByPlan<'m> {
     module: &'m Module,
+    target: &'m TargetInfo,
     options: &'m MergeOptions,
     plan: &'m MergePlan,
     func_refs: Vec<Option<FuncIndex>>,
@@ -142,7 +162,8 @@ impl ByPlan<'_> {
 
     /// The driver's rule: a local function whose address nobody compares.
     fn address_is_class(&self, f: FuncIndex) -> bool {
-        self.options.address_is_class(self.module.get(f))
+        self.options
+            .address_is_class(self.module.get(f), self.target)
     }
 }
 

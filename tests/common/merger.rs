@@ -172,10 +172,13 @@ fn summary(module: &Module, plan: &MergePlan) -> Vec<GroupSummary> {
     groups
 }
 
+/// The options of a fixture's mode: plans for objects, as the command line makes them
+/// (aliases are symbols at their body).
 pub fn options(mode: MergeMode, fold_cycles: bool) -> MergeOptions {
     MergeOptions {
         mode,
         fold_cycles,
+        aliases_share_address: true,
         ..Default::default()
     }
 }

@@ -96,7 +96,7 @@ fn sized<V: Clone + Default>(n: usize) -> SecondaryMap<FuncIndex, V> {
 /// Find every group of equal functions. Each group is returned with its members in index
 /// order; groups are in order of their first member.
 pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
-    let facts = Facts::new(module, options);
+    let facts = Facts::new(module, target, options);
     let FirstPass {
         shapes,
         callers,

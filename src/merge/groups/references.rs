@@ -13,25 +13,26 @@ use crate::detect::hash::hash_visiting;
 use crate::merge::module::{FuncIndex, Linkage, Module};
 use crate::merge::MergeOptions;
 use crate::names::FuncName;
+use crate::target::TargetInfo;
 
 /// What the linkages and options say of each function.
 pub(super) struct Facts {
     /// Calls to it may be redirected (it is not preemptible).
     pub(super) redirectable: SecondaryMap<FuncIndex, bool>,
-    /// Local, and nobody compares its address: if it folds it is erased, and its address
-    /// becomes its group's body's. Its address can be encoded by class.
+    /// Should it fold, its address is its group's body's
+    /// ([`MergeOptions::address_is_class`]): its address can be encoded by class.
     pub(super) address_is_class: SecondaryMap<FuncIndex, bool>,
 }
 
 impl Facts {
-    pub(super) fn new(module: &Module, options: &MergeOptions) -> Self {
+    pub(super) fn new(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Self {
         let mut facts = Facts {
             redirectable: sized(module.len()),
             address_is_class: sized(module.len()),
         };
         for (f, m) in module.iter() {
             facts.redirectable[f] = m.linkage != Linkage::Preemptible;
-            facts.address_is_class[f] = options.address_is_class(m);
+            facts.address_is_class[f] = options.address_is_class(m, target);
         }
         facts
     }
