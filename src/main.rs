@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use clif_merge::detect::side_by_side::explain_alignment;
 use clif_merge::detect::similar;
 use clif_merge::emit::object::ObjectSink;
 use clif_merge::emit::{build_isa, clif::merged_clif, write_atomically, EmitOptions};
@@ -95,7 +96,8 @@ struct Cli {
     #[arg(long = "emit-clif", value_name = "FILE")]
     emit_clif: Option<PathBuf>,
 
-    /// Say whether functions A and B are equal, and if not, where they first differ.
+    /// Say whether functions A and B are equal, and if not, where they first differ; when
+    /// they are not equal up to holes either, their instructions aligned side by side.
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     explain: Option<Vec<String>>,
 
@@ -472,16 +474,18 @@ fn explain_pair(
     };
     let (a, b) = (find(&pair[0])?, find(&pair[1])?);
     let (na, nb) = (&module.get(a).name, &module.get(b).name);
-    let mut text = if plan.same_body(a, b) {
-        format!("{na} and {nb} are equal: they share one body\n")
-    } else {
-        match explain_in_plan(module, target, options, plan, a, b) {
-            None => format!("{na} and {nb} are equal\n"),
-            Some(d) => format!("{na} and {nb} differ\n{d}\n"),
-        }
+    if plan.same_body(a, b) {
+        return Ok(format!("{na} and {nb} are equal: they share one body\n"));
+    }
+    let (fa, fb) = (&module.get(a).func, &module.get(b).func);
+    let difference = explain_in_plan(module, target, options, plan, a, b);
+    let mut text = match &difference {
+        None => format!("{na} and {nb} are equal\n"),
+        Some(d) => format!("{na} and {nb} differ\n{d}\n"),
     };
-    if merging_similar && !plan.same_body(a, b) {
-        match similar(target, &module.get(a).func, &module.get(b).func) {
+    let with_holes = similar(target, fa, fb);
+    if merging_similar {
+        match &with_holes {
             Ok(holes) => {
                 text.push_str(&format!(
                     "with holes they are similar: {} hole(s) hold different values\n",
@@ -496,6 +500,10 @@ fn explain_pair(
             }
             Err(d) => text.push_str(&format!("with holes they still differ\n{d}\n")),
         }
+    }
+    // Neither equal nor equal up to holes: how far apart they are, instruction by instruction.
+    if difference.is_some() && with_holes.is_err() {
+        text.push_str(&explain_alignment(target, na, fa, nb, fb));
     }
     Ok(text)
 }

@@ -775,6 +775,125 @@ fn explain_says_why() {
 }
 
 #[test]
+fn explain_shows_the_alignment_when_not_even_similar() {
+    let explain = |a: &str, b: &str, extra: &[&str]| {
+        let mut args = args![
+            fixture("align/explain.clif"),
+            "--target",
+            X86,
+            "--explain",
+            a,
+            b
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        run(args).ok().stdout
+    };
+    for extra in [&[][..], &["--merge-similar"][..]] {
+        let text = explain("%scale_add", "%scale_sub_logged", extra);
+        assert!(
+            text.starts_with("%scale_add and %scale_sub_logged differ\n"),
+            "{text}"
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("alignment of %scale_add and %scale_sub_logged"))
+            .unwrap_or_else(|| panic!("no alignment:\n{text}"));
+        // The first line of the alignment that holds `needle`.
+        let at = |needle: &str| {
+            header
+                + lines[header..]
+                    .iter()
+                    .position(|l| l.contains(needle))
+                    .unwrap_or_else(|| panic!("no line with `{needle}`:\n{text}"))
+        };
+        // Lines that print the same are printed once; the rest side by side, marked.
+        assert_eq!(lines[header + 1], "    block0(v0: i32, v1: i32)", "{text}");
+        let constant = lines[at("v2 = iconst.i32 5")];
+        assert!(
+            constant.starts_with("  = v2 = iconst.i32 3 ")
+                && constant.ends_with("| v2 = iconst.i32 5"),
+            "{text}"
+        );
+        let call = lines[at("call fn0(v3)")];
+        assert!(
+            call.starts_with("  > ")
+                && call
+                    .trim_start_matches("  > ")
+                    .trim_start()
+                    .starts_with("| call fn0(v3)"),
+            "{text}"
+        );
+        let opcode = lines[at("isub.i32")];
+        assert!(
+            opcode.starts_with("  ! v4 = iadd.i32 v3, v1") && opcode.ends_with("(opcode)"),
+            "{text}"
+        );
+        assert_eq!(lines[at("return v6")], "    return v6", "{text}");
+        assert!(
+            text.contains("summary: 77% of instructions matched (5 of 6 in %scale_add, 5 of 7 in %scale_sub_logged"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 opcode difference(s) on the same types, 0 type difference(s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("why not merged: merge-similar shares a body only when everything but constants, offsets and callees is equal; here: 1 instruction with another opcode, 1 instruction on one side only\n"),
+            "{text}"
+        );
+    }
+    // Other types, and another block.
+    let wide = explain("%scale_add", "%scale_wide", &[]);
+    assert!(
+        wide.contains("6 instructions on other types, 1 block with other parameters"),
+        "{wide}"
+    );
+    assert!(wide.contains("the signatures differ"), "{wide}");
+    let blocks = explain("%sum_loop", "%sum_loop_twice", &[]);
+    assert!(
+        blocks.contains("2 instructions on one side only, 1 block on one side only"),
+        "{blocks}"
+    );
+    assert!(
+        blocks.contains("  >                      | block4(v8: i64)\n"),
+        "{blocks}"
+    );
+    // Equal up to holes: no alignment (merge-similar's own explanation says the rest).
+    for extra in [&[][..], &["--merge-similar"][..]] {
+        let similar = run({
+            let mut args = args![
+                example(),
+                "--target",
+                X86,
+                "--explain",
+                "%add_one",
+                "%add_two"
+            ];
+            args.extend(extra.iter().map(OsString::from));
+            args
+        })
+        .ok()
+        .stdout;
+        assert!(!similar.contains("alignment of"), "{similar}");
+    }
+    // Equal: nothing to align.
+    assert!(!explain("%scale_add", "%scale_add", &[]).contains("alignment of"));
+    // Unknown names are errors, not panics.
+    let message = run(args![
+        fixture("align/explain.clif"),
+        "--explain",
+        "%scale_add",
+        "%scale_mul"
+    ])
+    .error();
+    assert!(
+        message.contains("no function %scale_mul in the input"),
+        "{message}"
+    );
+}
+
+#[test]
 fn no_progress_or_table_off_a_terminal_and_both_on_one() {
     // Off a terminal (pipes), with and without --quiet: nothing but what was asked for.
     for quiet in [false, true] {

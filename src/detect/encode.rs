@@ -1105,7 +1105,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
 /// The controlling type of an instruction (its data and results), or `INVALID` when it has
 /// none. Unlike `DataFlowGraph::ctrl_typevar`, never panics on malformed instructions.
 #[inline]
-fn ctrl_type_of(func: &Function, data: &InstructionData, results: &[Value]) -> Type {
+pub(crate) fn ctrl_type_of(func: &Function, data: &InstructionData, results: &[Value]) -> Type {
     let dfg = &func.dfg;
     let constraints = data.opcode().constraints();
     if !constraints.is_polymorphic() {

@@ -30,7 +30,7 @@ use std::cell::RefCell;
 
 use cranelift_codegen::ir::{ExternalName, FuncRef, Function, Inst, InstructionData, Type};
 
-use super::encode::{ByName, CallTarget, CallTargets, Encoder, HoleSite, Token};
+use super::encode::{ByName, CallTarget, CallTargets, Encoder, HoleSite, Sink, Token};
 use super::explain::{explain, Difference};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
@@ -175,6 +175,17 @@ pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, V
         })
         .collect();
     (tokens, holes)
+}
+
+/// `func` encoded with holes into `sink`, which also learns what each token means and
+/// which instruction it came from (the tokens [`encode_with_holes`] gives).
+pub fn encode_with_holes_into(func: &Function, target: &TargetInfo, sink: &mut impl Sink) {
+    let policy = HolePolicy {
+        base: &ByName,
+        pointer: target.pointer_type(),
+        recorded: RefCell::new(Vec::new()),
+    };
+    Encoder::new(func, target, &policy).encode_all(sink);
 }
 
 fn hole_value(func: &Function, target: &TargetInfo, inst: Inst, site: HoleSite) -> HoleValue {

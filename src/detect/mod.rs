@@ -6,12 +6,18 @@
 //! - [`hash`]: the structural hash, consistent with the order.
 //! - [`explain`](mod@explain): the first difference between two functions, in words.
 //! - [`holes`]: merge-similar's mode, equal except for integer constants and callees.
+//! - [`fingerprint`]: a function as one fingerprint per block and instruction.
+//! - [`align`]: the alignment of two functions' fingerprints (Needleman–Wunsch).
+//! - [`side_by_side`]: an alignment printed as CLIF, with what kept two functions apart.
 
+pub mod align;
 pub mod compare;
 pub mod encode;
 pub mod explain;
+pub mod fingerprint;
 pub mod hash;
 pub mod holes;
+pub mod side_by_side;
 pub mod walk;
 
 pub use compare::FunctionComparator;

@@ -1,0 +1,335 @@
+//! The alignment of two functions: which instructions and blocks of one line up with which
+//! of the other, and what is left over on each side.
+//!
+//! Function merging by sequence alignment (FMSA, CGO 2019; SalSSA, PLDI 2020; HyFM, LCTES
+//! 2021) lines up the linearised instructions of two functions so that one body can hold
+//! both: aligned instructions are emitted once, the rest guarded by a function identifier.
+//! This module computes that alignment for two [`Linearised`] functions (blocks and
+//! instructions in the comparator's walk order, each a fingerprint that ignores serial
+//! numbers, see [`super::fingerprint`]) with Needleman–Wunsch global alignment:
+//!
+//! - Two items may be *paired* when both are block headers or both instructions. A pair
+//!   scores [`SAME`] when the fingerprints are equal (the same operation up to holes and
+//!   operands), [`NEAR`] when only details differ (memory flags, a condition code, a
+//!   constant that is no hole), [`SUBSTITUTION`] when the opcode differs but the types
+//!   agree or the types differ but the opcode agrees (a block header with other parameter
+//!   types counts so too); an instruction whose opcode and types both differ is never
+//!   paired: two gaps are cheaper.
+//! - Every item left unpaired is a gap of [`GAP`] (simple, not affine, gaps).
+//! - Ties are broken in one fixed order (pair, then left only, then right only), so the
+//!   result is a function of the two sequences alone.
+//!
+//! The table has one cell per pair of items. Up to [`FULL_CELLS`] cells the whole table is
+//! filled; beyond that only a band around the diagonal from the first items to the last is
+//! (its half-width chosen so that the band holds about [`FULL_CELLS`] cells, and never
+//! narrower than the slope needs to stay connected). [`Alignment::method`] says which was
+//! done: a banded alignment is still a valid alignment, but not always the best one.
+//! Memory is one byte per cell filled plus two rows of scores.
+
+use cranelift_codegen::ir::{Function, Inst, InstructionData};
+use cranelift_entity::EntityRef;
+
+use super::fingerprint::{Item, ItemRef, Linearised};
+use crate::names::FuncName;
+
+/// Score of a pair with equal fingerprints.
+pub const SAME: i32 = 4;
+/// Score of a pair with the same opcode and types that differs in details.
+pub const NEAR: i32 = 1;
+/// Score of a pair that differs in its opcode or in its types, not both.
+pub const SUBSTITUTION: i32 = 0;
+/// Score of an item left unpaired.
+pub const GAP: i32 = -2;
+/// Most table cells filled before the alignment is restricted to a band.
+pub const FULL_CELLS: usize = 1 << 24;
+
+/// How two paired items relate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PairKind {
+    /// Equal fingerprints: the same operation up to holes and operands.
+    Same,
+    /// Same opcode and types; other details differ (flags, codes, constants that are no holes).
+    Details,
+    /// Other opcodes on the same types.
+    Opcode,
+    /// The same opcode on other types.
+    Types,
+    /// Two block headers whose parameters (types or count) or cold flags differ.
+    BlockHeader,
+}
+
+/// One step of an alignment, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A left item paired with a right item.
+    Pair(ItemRef, ItemRef, PairKind),
+    /// A left item with no partner.
+    LeftOnly(ItemRef),
+    /// A right item with no partner.
+    RightOnly(ItemRef),
+}
+
+/// How the table was filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Every cell: an optimal alignment.
+    Full,
+    /// A band of this half-width around the diagonal (the functions were too large for
+    /// the whole table): a valid alignment, optimal within the band.
+    Banded {
+        /// Cells on each side of the diagonal, per row.
+        half_width: usize,
+    },
+}
+
+/// The alignment of two linearised functions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Alignment {
+    /// Every item of both sides, once, in order.
+    pub steps: Vec<Step>,
+    /// Full or banded.
+    pub method: Method,
+    /// The alignment's score.
+    pub score: i64,
+}
+
+/// What an alignment holds, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlignmentCounts {
+    /// Instruction pairs with equal fingerprints.
+    pub same: usize,
+    /// Instruction pairs that differ in details only.
+    pub details: usize,
+    /// Instruction pairs with other opcodes on the same types.
+    pub opcode: usize,
+    /// Instruction pairs with the same opcode on other types.
+    pub types: usize,
+    /// Block headers paired with equal fingerprints.
+    pub same_blocks: usize,
+    /// Block headers paired whose parameters or cold flags differ.
+    pub block_headers: usize,
+    /// Instructions only on the left.
+    pub left_only_insts: usize,
+    /// Instructions only on the right.
+    pub right_only_insts: usize,
+    /// Blocks only on the left.
+    pub left_only_blocks: usize,
+    /// Blocks only on the right.
+    pub right_only_blocks: usize,
+}
+
+impl AlignmentCounts {
+    /// Instructions on the left.
+    pub fn left_insts(&self) -> usize {
+        self.same + self.details + self.opcode + self.types + self.left_only_insts
+    }
+
+    /// Instructions on the right.
+    pub fn right_insts(&self) -> usize {
+        self.same + self.details + self.opcode + self.types + self.right_only_insts
+    }
+
+    /// The share of both sides' instructions that pair with an equal fingerprint, 0 to 1.
+    pub fn matched_fraction(&self) -> f64 {
+        let all = self.left_insts() + self.right_insts();
+        if all == 0 {
+            1.0
+        } else {
+            2.0 * self.same as f64 / all as f64
+        }
+    }
+
+    /// Whether every item pairs with one of the same fingerprint.
+    pub fn all_same(&self) -> bool {
+        self.details
+            + self.opcode
+            + self.types
+            + self.block_headers
+            + self.left_only_insts
+            + self.right_only_insts
+            + self.left_only_blocks
+            + self.right_only_blocks
+            == 0
+    }
+}
+
+impl Alignment {
+    /// The steps counted by kind; `left` and `right` are the sequences aligned.
+    pub fn counts(&self, left: &Linearised, right: &Linearised) -> AlignmentCounts {
+        let mut c = AlignmentCounts::default();
+        for step in &self.steps {
+            match *step {
+                Step::Pair(l, _, kind) => {
+                    let block = left.items[l].is_block();
+                    match (kind, block) {
+                        (PairKind::Same, true) => c.same_blocks += 1,
+                        (PairKind::Same, false) => c.same += 1,
+                        (PairKind::BlockHeader, _) => c.block_headers += 1,
+                        (PairKind::Details, _) => c.details += 1,
+                        (PairKind::Opcode, _) => c.opcode += 1,
+                        (PairKind::Types, _) => c.types += 1,
+                    }
+                }
+                Step::LeftOnly(l) if left.items[l].is_block() => c.left_only_blocks += 1,
+                Step::LeftOnly(_) => c.left_only_insts += 1,
+                Step::RightOnly(r) if right.items[r].is_block() => c.right_only_blocks += 1,
+                Step::RightOnly(_) => c.right_only_insts += 1,
+            }
+        }
+        c
+    }
+}
+
+/// How `l` and `r` may pair, and the pair's score; `None` when they may not.
+pub fn pair_kind(l: &Item, r: &Item) -> Option<(PairKind, i32)> {
+    match (l.opcode(), r.opcode()) {
+        (None, None) if l.shape == r.shape => Some((PairKind::Same, SAME)),
+        (None, None) => Some((PairKind::BlockHeader, SUBSTITUTION)),
+        (Some(_), _) if l.shape == r.shape => Some((PairKind::Same, SAME)),
+        (Some(a), Some(b)) => match (a == b, l.types == r.types) {
+            (true, true) => Some((PairKind::Details, NEAR)),
+            (false, true) => Some((PairKind::Opcode, SUBSTITUTION)),
+            (true, false) => Some((PairKind::Types, SUBSTITUTION)),
+            (false, false) => None,
+        },
+        _ => None,
+    }
+}
+
+/// A cell's best move, for the traceback.
+const FROM_PAIR: u8 = 0;
+const FROM_LEFT_ONLY: u8 = 1;
+const FROM_RIGHT_ONLY: u8 = 2;
+/// Outside the band, or unreachable.
+const NEG: i32 = i32::MIN / 4;
+
+/// Align `left` with `right` (see the module docs).
+pub fn align(left: &Linearised, right: &Linearised) -> Alignment {
+    align_within(left, right, FULL_CELLS)
+}
+
+/// [`align`] with another cap on the cells of the whole table (tests use a small one to
+/// check the band against the whole table).
+pub fn align_within(left: &Linearised, right: &Linearised, max_cells: usize) -> Alignment {
+    let (l, r) = (left.items.as_values_slice(), right.items.as_values_slice());
+    let (n, m) = (l.len(), r.len());
+    let (method, half_width) = if (n + 1).saturating_mul(m + 1) <= max_cells {
+        (Method::Full, m + 1)
+    } else {
+        // Wide enough to follow the slope from (0, 0) to (n, m) with room on each side.
+        let slope = m.div_ceil(n.max(1));
+        let w = (max_cells / (2 * (n + 1))).max(slope + 2);
+        (Method::Banded { half_width: w }, w)
+    };
+    let band = |i: usize| -> (usize, usize) {
+        let centre = (i * m).checked_div(n).unwrap_or(0);
+        (
+            centre.saturating_sub(half_width),
+            (centre + half_width).min(m),
+        )
+    };
+
+    // Traceback: one byte per cell of each row's band, rows stored one after the other.
+    let mut moves: Vec<u8> = Vec::new();
+    let mut row_start: Vec<(usize, usize)> = Vec::with_capacity(n + 1); // (offset, lo)
+    let mut prev = vec![NEG; m + 2];
+    let mut cur = vec![NEG; m + 2];
+    for i in 0..=n {
+        let (lo, hi) = band(i);
+        row_start.push((moves.len(), lo));
+        // The cell left of the band holds a row from two rows up: unreachable here (and
+        // for the next row, which may read it diagonally). Right of the band nothing was
+        // ever written (bands only move right), so it is unreachable already.
+        if lo > 0 {
+            cur[lo - 1] = NEG;
+        }
+        for j in lo..=hi {
+            let (score, from) = if i == 0 && j == 0 {
+                (0, FROM_PAIR)
+            } else {
+                best_move(l, r, &prev, &cur, i, j)
+            };
+            cur[j] = score;
+            moves.push(from);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    let score = i64::from(prev[m]);
+
+    // Trace back from (n, m).
+    let mut steps = Vec::with_capacity(n.max(m));
+    let (mut i, mut j) = (n, m);
+    while i > 0 || j > 0 {
+        let (offset, lo) = row_start[i];
+        let from = if i == 0 {
+            FROM_RIGHT_ONLY
+        } else if j == 0 {
+            FROM_LEFT_ONLY
+        } else {
+            moves[offset + (j - lo)]
+        };
+        match from {
+            FROM_PAIR => {
+                let kind = pair_kind(&l[i - 1], &r[j - 1])
+                    .map(|(k, _)| k)
+                    .expect("the table pairs only items that may pair");
+                steps.push(Step::Pair(ItemRef::new(i - 1), ItemRef::new(j - 1), kind));
+                i -= 1;
+                j -= 1;
+            }
+            FROM_LEFT_ONLY => {
+                steps.push(Step::LeftOnly(ItemRef::new(i - 1)));
+                i -= 1;
+            }
+            _ => {
+                steps.push(Step::RightOnly(ItemRef::new(j - 1)));
+                j -= 1;
+            }
+        }
+    }
+    steps.reverse();
+    Alignment {
+        steps,
+        method,
+        score,
+    }
+}
+
+/// The best score of cell (i, j) and the move that reaches it, from the previous row
+/// `prev` and the current row `cur` (filled left of `j`).
+#[inline]
+fn best_move(l: &[Item], r: &[Item], prev: &[i32], cur: &[i32], i: usize, j: usize) -> (i32, u8) {
+    let mut best = (NEG, FROM_PAIR);
+    if i > 0 && j > 0 && prev[j - 1] > NEG {
+        if let Some((_, s)) = pair_kind(&l[i - 1], &r[j - 1]) {
+            best = (prev[j - 1] + s, FROM_PAIR);
+        }
+    }
+    if i > 0 && prev[j] > NEG && prev[j] + GAP > best.0 {
+        best = (prev[j] + GAP, FROM_LEFT_ONLY);
+    }
+    if j > 0 && cur[j - 1] > NEG && cur[j - 1] + GAP > best.0 {
+        best = (cur[j - 1] + GAP, FROM_RIGHT_ONLY);
+    }
+    best
+}
+
+/// Whether two instructions with equal fingerprints hold different values in their holes
+/// (an `iconst` immediate, a load or store offset, a direct callee by name): equal up to
+/// holes but not equal.
+pub fn holes_differ(left: &Function, li: Inst, right: &Function, ri: Inst) -> bool {
+    match (left.dfg.insts[li], right.dfg.insts[ri]) {
+        (InstructionData::UnaryImm { imm: a, .. }, InstructionData::UnaryImm { imm: b, .. }) => {
+            a.bits() != b.bits()
+        }
+        (InstructionData::Load { offset: a, .. }, InstructionData::Load { offset: b, .. })
+        | (InstructionData::Store { offset: a, .. }, InstructionData::Store { offset: b, .. }) => {
+            i64::from(a) != i64::from(b)
+        }
+        (InstructionData::Call { func_ref: a, .. }, InstructionData::Call { func_ref: b, .. }) => {
+            FuncName::of_external(left, &left.dfg.ext_funcs[a].name)
+                != FuncName::of_external(right, &right.dfg.ext_funcs[b].name)
+        }
+        _ => false,
+    }
+}
