@@ -19,6 +19,14 @@
 //! time(1,000,000) ≤ 15 × time(100,000). After criterion, the table of times and growth per
 //! decade is printed and `bench/scaling.svg` is drawn (log-log).
 //!
+//! `scaling/candidates/N` is `merge::candidates::find_candidates` (MinHash signatures, LSH
+//! bands, best partners) over every function of the same module, with the default options.
+//! Its hole-mode fingerprints see the duplicates, near-duplicates and chain members of a
+//! block as one shape, and the 13 patterns of a block share many 3-shingles with other
+//! blocks' (6 operations and an `iconst` between each two): crowded buckets, the case
+//! the window bounds. Issue #14 asks the same growth of it: time(1,000,000) ≤ 15 ×
+//! time(100,000); its table is printed after the merge's.
+//!
 //! `cargo bench --bench scaling` (about 6 minutes; the 1,000,000-function module takes some
 //! GB of memory). `CLIF_MERGE_BENCH_MAX_N=100000` stops earlier. As a test (`cargo test
 //! --benches`) it runs 1,000 and 10,000 once.
@@ -26,9 +34,10 @@
 mod common;
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use clif_merge::merge::{Linkage, MergeOptions, Module};
+use clif_merge::merge::candidates::{find_candidates, CandidateOptions};
+use clif_merge::merge::{FuncIndex, Linkage, MergeOptions, Module};
 use cranelift_codegen::ir::{
     types, AbiParam, ExtFuncData, ExternalName, Function, InstBuilder, Signature, UserExternalName,
     UserFuncName,
@@ -211,6 +220,40 @@ fn main() {
             b.iter(|| clif_merge::merge(black_box(module), &target, &options))
         });
         g.finish();
+
+        // Candidate search: one run outside criterion (checked, and sizing the measurement).
+        let members: Vec<FuncIndex> = module.indices().collect();
+        let candidate_options = CandidateOptions::default();
+        let t = Instant::now();
+        let pairs = find_candidates(&module, &target, &members, &candidate_options);
+        let once = t.elapsed().as_secs_f64();
+        // At least the two pairs of exact duplicates of every block (equal signatures).
+        let exact = pairs.iter().filter(|p| p.similarity == 1.0).count();
+        assert!(
+            exact >= (n / BLOCK * 2) as usize,
+            "{exact} pairs of equal signatures in {n} functions"
+        );
+        eprintln!(
+            "scaling bench: candidates for {n} functions in {}, {} pairs; peak RSS {:.0} MiB",
+            common::fmt_s(once),
+            pairs.len(),
+            peak_rss_mib().unwrap_or(f64::NAN)
+        );
+        drop(pairs);
+        let mut g = c.benchmark_group("scaling");
+        if once > 0.2 {
+            g.sampling_mode(SamplingMode::Flat).sample_size(10);
+            g.measurement_time(Duration::from_secs_f64(once * 11.0));
+        } else if once > 0.02 {
+            g.sample_size(20);
+            g.measurement_time(Duration::from_secs_f64((once * 20.0 * 1.2).max(3.0)));
+        } else {
+            g.measurement_time(Duration::from_secs(4));
+        }
+        g.bench_with_input(BenchmarkId::new("candidates", n), &module, |b, module| {
+            b.iter(|| find_candidates(black_box(module), &target, &members, &candidate_options))
+        });
+        g.finish();
         drop(module);
     }
     if !summary_only {
@@ -220,16 +263,35 @@ fn main() {
         return;
     }
 
+    let points = summary("merge", "clif_merge::merge", &sizes, started);
+    summary(
+        "candidates",
+        "merge::candidates::find_candidates",
+        &sizes,
+        started,
+    );
+    if points.len() >= 2 {
+        let path = common::bench_dir().join("scaling.svg");
+        match draw(&path, &points) {
+            Ok(()) => println!("  wrote {}", path.display()),
+            Err(e) => println!("  could not draw {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Print the table of `scaling/BENCH/N` medians with growth per decade and the
+/// requirement check; returns the points (N, seconds) measured.
+fn summary(bench: &str, what: &str, sizes: &[u32], started: SystemTime) -> Vec<(f64, f64)> {
     println!();
-    println!("scaling: clif_merge::merge on generated modules (criterion medians):");
+    println!("scaling: {what} on generated modules (criterion medians):");
     println!(
         "  {:>9} {:>11} {:>11} {:>12} {:>14} {:>14}",
         "N", "median", "per func", "growth", "N log N says", "linear says"
     );
     let mut points: Vec<(f64, f64)> = Vec::new();
     let mut prev: Option<(u32, f64)> = None;
-    for &n in &sizes {
-        let Some(e) = common::criterion_estimate(&format!("scaling/merge/{n}"), started) else {
+    for &n in sizes {
+        let Some(e) = common::criterion_estimate(&format!("scaling/{bench}/{n}"), started) else {
             println!("  {n:>9} (not measured in this run)");
             continue;
         };
@@ -266,13 +328,7 @@ fn main() {
             if r <= 15.0 { "met" } else { "NOT MET" }
         );
     }
-    if points.len() >= 2 {
-        let path = common::bench_dir().join("scaling.svg");
-        match draw(&path, &points) {
-            Ok(()) => println!("  wrote {}", path.display()),
-            Err(e) => println!("  could not draw {}: {e}", path.display()),
-        }
-    }
+    points
 }
 
 /// Time against N, log-log, with O(N) and O(N log N) through the first point.

@@ -7,8 +7,11 @@
 //! - [`plan`]: the result, [`MergePlan`] (extended after code generation by
 //!   [`crate::emit::fold`], bodies that compiled to the same code);
 //! - [`similar`]: merge-similar, one body for functions that differ only in constants
-//!   and callees (`--merge-similar`).
+//!   and callees (`--merge-similar`);
+//! - [`candidates`]: partners worth aligning, by MinHash and LSH (the candidate source for
+//!   merging by alignment).
 
+pub mod candidates;
 pub mod groups;
 pub mod module;
 pub mod plan;

@@ -1,0 +1,224 @@
+//! Candidate partners for merging by alignment, found in near-linear time: MinHash
+//! fingerprints and locality-sensitive hashing, after F3M (CGO 2022).
+//!
+//! Aligning every pair of functions costs N² alignments; F3M instead gives each function a
+//! short fingerprint from which the Jaccard similarity of two functions' instruction
+//! *shingles* can be estimated, and hashes the fingerprints so that similar functions
+//! meet in a bucket. Here:
+//!
+//! 1. **Shingles.** A function is linearised ([`crate::detect::fingerprint`]: one
+//!    fingerprint per block and instruction, constants, offsets, callees and value numbers
+//!    left out) and every run of [`SHINGLE`] consecutive fingerprints is hashed into a
+//!    shingle (a function shorter than that is one shingle).
+//! 2. **MinHash.** For each of [`HASHES`] hash functions (double hashing from two mixes of
+//!    the shingle), the function keeps the least value over its shingles. Two functions
+//!    agree in one position with probability equal to the Jaccard similarity of their
+//!    shingle sets, so the share of positions where they agree estimates it.
+//! 3. **Banding.** The signature is cut into [`BANDS`] bands of [`ROWS`] values; each band
+//!    hashed is a bucket key. Two functions of similarity s share a bucket in at least one
+//!    band with probability 1 − (1 − s^ROWS)^BANDS: 0.95 at s = 0.6, 0.8 at 0.5, 0.4 at
+//!    0.35, 0.09 at 0.2.
+//! 4. **Partners.** Each band's entries are sorted by (key, the next band's key, function),
+//!    so that within a bucket functions that share two bands sit together, and every
+//!    function is compared with the next [`CandidateOptions::window`] functions of its
+//!    bucket (this caps the work of a bucket that many functions share at N × window per
+//!    band, whatever its size). Of all the functions met, each keeps the one whose
+//!    signature agrees with its own in the most positions (the lower index on ties), when
+//!    that estimate reaches [`CandidateOptions::min_similarity`].
+//!
+//! The result is the set of pairs (function, best partner), each pair once. Work and memory
+//! are linear in the number of functions and their instructions: the signatures
+//! (`HASHES` × 4 bytes per function) and band keys (`BANDS` × 8) are the only per-function
+//! state, and one band's entries are sorted at a time. Every step is a function of the
+//! input alone (fixed seeds, sorts on total orders, maxima on total orders), so the pairs
+//! are the same whatever the number of threads.
+
+use cranelift_codegen::ir::Function;
+use rayon::prelude::*;
+
+use super::module::{FuncIndex, Module};
+use crate::detect::fingerprint::linearise;
+use crate::target::TargetInfo;
+
+/// Consecutive fingerprints per shingle.
+pub const SHINGLE: usize = 3;
+/// Bands of the signature.
+pub const BANDS: usize = 12;
+/// Values per band.
+pub const ROWS: usize = 3;
+/// MinHash values per function.
+pub const HASHES: usize = BANDS * ROWS;
+
+/// A function's MinHash signature.
+pub type Signature = [u32; HASHES];
+
+/// How candidate partners are chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidateOptions {
+    /// Functions after each one in its bucket (in the bucket's order) that it is compared with.
+    pub window: usize,
+    /// The least estimated similarity (share of agreeing signature positions, 0 to 1) for
+    /// a partner.
+    pub min_similarity: f64,
+}
+
+impl Default for CandidateOptions {
+    fn default() -> Self {
+        Self {
+            window: 4,
+            min_similarity: 0.3,
+        }
+    }
+}
+
+/// Two functions worth aligning: one is the other's best partner.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidatePair {
+    /// The lower index.
+    pub left: FuncIndex,
+    /// The higher index.
+    pub right: FuncIndex,
+    /// The estimated Jaccard similarity of their shingles (agreeing signature positions).
+    pub similarity: f64,
+}
+
+/// Candidate pairs among `members` of `module` (each function with its best partner, each
+/// pair once, ordered by index), under `target` (whose pointer type decides which offsets
+/// are holes).
+pub fn find_candidates(
+    module: &Module,
+    target: &TargetInfo,
+    members: &[FuncIndex],
+    options: &CandidateOptions,
+) -> Vec<CandidatePair> {
+    let signatures: Vec<Option<Signature>> = members
+        .par_iter()
+        .map(|&f| signature(&module.get(f).func, target))
+        .collect();
+    let best = best_partners(&signatures, options);
+    let mut pairs: Vec<CandidatePair> = best
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| {
+            let (j, agree) = (*b)?;
+            let (a, b) = (members[i], members[j as usize]);
+            Some(CandidatePair {
+                left: a.min(b),
+                right: a.max(b),
+                similarity: f64::from(agree) / HASHES as f64,
+            })
+        })
+        .collect();
+    pairs.sort_by_key(|p| (p.left, p.right));
+    pairs.dedup_by_key(|p| (p.left, p.right));
+    pairs
+}
+
+/// The MinHash signature of `func`, or `None` when it has no reachable block.
+pub fn signature(func: &Function, target: &TargetInfo) -> Option<Signature> {
+    let items = linearise(func, target).items;
+    let shapes: Vec<u64> = items.values().map(|i| i.shape).collect();
+    if shapes.is_empty() {
+        return None;
+    }
+    let mut sig = [u32::MAX; HASHES];
+    for window in shapes.windows(SHINGLE.min(shapes.len())) {
+        let shingle = window.iter().fold(0x5151_u64, |h, &s| mix(h ^ s));
+        // Double hashing: the t-th hash function is h1 + t·h2 (Kirsch and Mitzenmacher).
+        let (h1, h2) = (mix(shingle), mix(shingle ^ 0x9E37_79B9_7F4A_7C15) | 1);
+        for (t, slot) in sig.iter_mut().enumerate() {
+            let v = (h1.wrapping_add((t as u64).wrapping_mul(h2)) >> 32) as u32;
+            *slot = (*slot).min(v);
+        }
+    }
+    Some(sig)
+}
+
+/// For each signature, its best partner (position in `signatures`) and how many positions
+/// agree, when a partner reaches the threshold.
+fn best_partners(
+    signatures: &[Option<Signature>],
+    options: &CandidateOptions,
+) -> Vec<Option<(u32, u16)>> {
+    let keys: Vec<[u64; BANDS]> = signatures
+        .par_iter()
+        .map(|s| s.as_ref().map_or([0; BANDS], band_keys))
+        .collect();
+    let least = (options.min_similarity * HASHES as f64).ceil().max(1.0) as u16;
+    let mut best: Vec<Option<(u32, u16)>> = vec![None; signatures.len()];
+    let present: Vec<u32> = (0..signatures.len() as u32)
+        .filter(|&i| signatures[i as usize].is_some())
+        .collect();
+    let mut entries: Vec<(u64, u64, u32)> = Vec::with_capacity(present.len());
+    for band in 0..BANDS {
+        entries.clear();
+        entries.extend(present.iter().map(|&i| {
+            (
+                keys[i as usize][band],
+                keys[i as usize][(band + 1) % BANDS],
+                i,
+            )
+        }));
+        entries.par_sort_unstable();
+        // Buckets: runs of one key. Each entry meets the next `window` of its run.
+        let met: Vec<(u32, u32, u16)> = entries
+            .par_iter()
+            .enumerate()
+            .flat_map_iter(|(k, &(key, _, i))| {
+                entries[k + 1..]
+                    .iter()
+                    .take(options.window)
+                    .take_while(move |e| e.0 == key)
+                    .filter_map(move |&(_, _, j)| {
+                        let agree = agreement(signatures, i, j);
+                        (agree >= least).then_some((i, j, agree))
+                    })
+            })
+            .collect();
+        for (i, j, agree) in met {
+            offer(&mut best[i as usize], j, agree);
+            offer(&mut best[j as usize], i, agree);
+        }
+    }
+    best
+}
+
+/// Keep `partner` if it agrees more than the best so far, or as much with a lower index.
+fn offer(best: &mut Option<(u32, u16)>, partner: u32, agree: u16) {
+    let better = match *best {
+        None => true,
+        Some((p, a)) => agree > a || (agree == a && partner < p),
+    };
+    if better {
+        *best = Some((partner, agree));
+    }
+}
+
+/// Positions where two signatures agree.
+fn agreement(signatures: &[Option<Signature>], i: u32, j: u32) -> u16 {
+    match (&signatures[i as usize], &signatures[j as usize]) {
+        (Some(a), Some(b)) => a.iter().zip(b).filter(|(x, y)| x == y).count() as u16,
+        _ => 0,
+    }
+}
+
+/// Each band of `sig` hashed into a bucket key (the band's number mixed in, so that equal
+/// values in different bands are different keys).
+fn band_keys(sig: &Signature) -> [u64; BANDS] {
+    let mut keys = [0; BANDS];
+    for (band, key) in keys.iter_mut().enumerate() {
+        let rows = &sig[band * ROWS..(band + 1) * ROWS];
+        *key = rows
+            .iter()
+            .fold(band as u64 + 1, |h, &v| mix(h ^ u64::from(v)));
+    }
+    keys
+}
+
+/// splitmix64's finalizer: a fixed, well-spread mix.
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
