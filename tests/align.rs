@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use clif_merge::detect::align::{
-    align, align_within, pair_kind, Alignment, AlignmentCounts, Method, PairKind, Step, GAP,
+    align, align_within, operand_mismatches, pair_kind, Alignment, AlignmentCounts, Method,
+    PairKind, Step, GAP,
 };
 use clif_merge::detect::fingerprint::{linearise, ItemKind, Linearised};
 use clif_merge::detect::side_by_side::align_functions;
@@ -284,4 +285,20 @@ fn a_band_gives_a_valid_alignment_never_better_than_the_whole_table() {
         }
     }
     assert!(banded > 100, "the bands were exercised: {banded}");
+}
+
+#[test]
+fn operands_that_the_alignment_does_not_pair_are_counted() {
+    let f = fixture();
+    let mismatches = |a: &str, b: &str| {
+        let (l, r) = (linearise(&f[a], &target()), linearise(&f[b], &target()));
+        operand_mismatches(&align(&l, &r), (&l, &f[a]), (&r, &f[b]))
+    };
+    assert_eq!(mismatches("%scale_add", "%scale_add"), 0);
+    // The extra call takes nothing from the rest; every operand still pairs.
+    assert_eq!(mismatches("%scale_add", "%scale_sub_logged"), 0);
+    // %sum_loop's `v6 = iadd v3, v5` pairs with `v9 = iadd v8, v5`: v3 against v8, a
+    // parameter of the extra block, is the one mismatch (the jumps back pass v6 and v9,
+    // which pair).
+    assert_eq!(mismatches("%sum_loop", "%sum_loop_twice"), 1);
 }

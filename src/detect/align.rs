@@ -26,10 +26,12 @@
 //! done: a banded alignment is still a valid alignment, but not always the best one.
 //! Memory is one byte per cell filled plus two rows of scores.
 
-use cranelift_codegen::ir::{Function, Inst, InstructionData};
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::{Function, Inst, InstructionData, Value};
 use cranelift_entity::EntityRef;
 
-use super::fingerprint::{Item, ItemRef, Linearised};
+use super::fingerprint::{Item, ItemKind, ItemRef, Linearised};
 use crate::names::FuncName;
 
 /// Score of a pair with equal fingerprints.
@@ -332,4 +334,55 @@ pub fn holes_differ(left: &Function, li: Inst, right: &Function, ri: Inst) -> bo
         }
         _ => false,
     }
+}
+
+/// How many operands of paired instructions read values the alignment does not pair: in a
+/// body merged along `alignment`, each is a `select` on the function identifier (SalSSA's
+/// operand assignment). A value pairs with a value when the items that define them pair
+/// (results in order, block parameters in order); function parameters are the entry
+/// block's. Paired instructions with operand lists of different lengths count the
+/// difference too.
+pub fn operand_mismatches(
+    alignment: &Alignment,
+    left: (&Linearised, &Function),
+    right: (&Linearised, &Function),
+) -> usize {
+    let ((ll, lf), (rl, rf)) = (left, right);
+    let pairs = || {
+        alignment.steps.iter().filter_map(|step| match *step {
+            Step::Pair(l, r, _) => Some((ll.items[l].kind, rl.items[r].kind)),
+            _ => None,
+        })
+    };
+    let mut partner: HashMap<Value, Value> = HashMap::new();
+    for (l, r) in pairs() {
+        let (lv, rv) = match (l, r) {
+            (ItemKind::Block(a), ItemKind::Block(b)) => {
+                (lf.dfg.block_params(a), rf.dfg.block_params(b))
+            }
+            (ItemKind::Inst(a, _), ItemKind::Inst(b, _)) => {
+                (lf.dfg.inst_results(a), rf.dfg.inst_results(b))
+            }
+            _ => continue,
+        };
+        partner.extend(lv.iter().copied().zip(rv.iter().copied()));
+    }
+    let mut mismatches = 0;
+    for (l, r) in pairs() {
+        let (ItemKind::Inst(a, _), ItemKind::Inst(b, _)) = (l, r) else {
+            continue;
+        };
+        let la: Vec<Value> = lf.dfg.inst_values(a).collect();
+        let ra: Vec<Value> = rf.dfg.inst_values(b).collect();
+        mismatches += la.len().abs_diff(ra.len());
+        mismatches += la
+            .iter()
+            .zip(&ra)
+            .filter(|(x, y)| {
+                let (x, y) = (lf.dfg.resolve_aliases(**x), rf.dfg.resolve_aliases(**y));
+                partner.get(&x) != Some(&y)
+            })
+            .count();
+    }
+    mismatches
 }
