@@ -10,7 +10,7 @@ use clif_merge::detect::align::{
     PairKind, Step, GAP,
 };
 use clif_merge::detect::fingerprint::{linearise, ItemKind, Linearised};
-use clif_merge::detect::side_by_side::align_functions;
+use clif_merge::detect::side_by_side::{align_functions, explain_alignment, MAX_LINES};
 use clif_merge::read::parse_clif;
 use clif_merge::{FuncName, TargetInfo};
 use cranelift_codegen::ir::{types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
@@ -301,4 +301,26 @@ fn operands_that_the_alignment_does_not_pair_are_counted() {
     // parameter of the extra block, is the one mismatch (the jumps back pass v6 and v9,
     // which pair).
     assert_eq!(mismatches("%sum_loop", "%sum_loop_twice"), 1);
+}
+
+#[test]
+fn a_long_alignment_is_cut_after_its_first_lines_but_counted_whole() {
+    let (a, b) = (chain(3_000, &[10], None), chain(3_000, &[], Some(2_500)));
+    let name = |n: &str| FuncName::parse(n).unwrap();
+    let text = explain_alignment(&target(), &name("%a"), &a, &name("%b"), &b);
+    let steps = 1 + 3_000 + 1 + 1; // block, operations, the extra imul, return
+    assert!(
+        text.contains(&format!("  ... {} more steps\n", steps - MAX_LINES)),
+        "{}",
+        &text[text.len().saturating_sub(600)..]
+    );
+    assert!(
+        text.contains("(3000 of 3001 in %a, 3000 of 3002 in %b pair with an equal one); 1 opcode difference(s)"),
+        "{}",
+        &text[text.len().saturating_sub(600)..]
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("  ")).count(),
+        MAX_LINES + 1
+    );
 }

@@ -159,3 +159,13 @@ fn a_signature_estimates_similarity() {
     let agree = same.iter().zip(&other).filter(|(a, b)| a == b).count();
     assert!(agree <= 2, "{agree}");
 }
+
+#[test]
+fn no_members_no_pairs() {
+    let (module, _) = module();
+    let pairs = find_candidates(&module, &target(), &[], &CandidateOptions::default());
+    assert!(pairs.is_empty());
+    // One function alone has no partner.
+    let one: Vec<FuncIndex> = module.indices().take(1).collect();
+    assert!(find_candidates(&module, &target(), &one, &CandidateOptions::default()).is_empty());
+}
