@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use clif_merge::detect::side_by_side::explain_alignment;
-use clif_merge::detect::similar;
+use clif_merge::detect::{similar, HoleValue};
 use clif_merge::emit::object::ObjectSink;
 use clif_merge::emit::{build_isa, clif::merged_clif, write_atomically, EmitOptions};
 use clif_merge::merge::similar::SimilarOptions;
@@ -78,9 +78,11 @@ struct Cli {
     #[arg(long)]
     no_code_folding: bool,
 
-    /// Also merge functions that differ only in integer constants and direct call targets:
-    /// one shared body with a parameter per difference, each name a thunk passing its own
-    /// values, wherever that is smaller on the target (off by default).
+    /// Also merge functions that differ only in constants (integer and float), load/store
+    /// offsets, direct call targets and addresses taken: one shared body with a parameter
+    /// per difference, each name a thunk passing its own values, wherever that is smaller
+    /// on the target; memory flags that only permit optimisation meet in the body (off by
+    /// default).
     #[arg(long)]
     merge_similar: bool,
 
@@ -372,6 +374,16 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 "merge-similar: they share the body {}\n",
                 g.body
             )),
+            None if report
+                .made_equal
+                .iter()
+                .any(|g| names.iter().all(|n| g.contains(n))) =>
+            {
+                text.push_str(
+                    "merge-similar: they needed no parameter and were given one body, with the \
+                     weaker memory flags where theirs differed (identical merging folds them)\n",
+                )
+            }
             None if text.contains("they are similar") => text.push_str(
                 "merge-similar: not merged (the cost model or the parameter limit kept them apart)\n",
             ),
@@ -492,8 +504,17 @@ fn explain_pair(
                     holes.len()
                 ));
                 for h in holes {
+                    let note = match h.left.value {
+                        HoleValue::Flags(_) => "  (a shared body keeps what both allow)",
+                        HoleValue::Constant { .. }
+                        | HoleValue::Offset { .. }
+                        | HoleValue::Callee { .. }
+                        | HoleValue::Float { .. }
+                        | HoleValue::Address { .. }
+                        | HoleValue::Symbol { .. } => "",
+                    };
                     text.push_str(&format!(
-                        "  left:  {}\n  right: {}\n",
+                        "  left:  {}\n  right: {}{note}\n",
                         h.left.value, h.right.value
                     ));
                 }

@@ -1486,6 +1486,55 @@ fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
     assert!(text.contains("right: iconst.i32 7"), "{text}");
     assert!(text.contains("merge-similar:"), "{text}");
     let text = run_explain("%f64_half", "%f64_third");
+    assert!(
+        text.contains("with holes they are similar: 1 hole(s) hold different values"),
+        "{text}"
+    );
+    assert!(
+        text.contains("left:  f64const 0x1.0000000000000p-1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("right: f64const 0x1.5555555555555p-2"),
+        "{text}"
+    );
+    let text = run_explain("%vec_a", "%vec_b");
     assert!(text.contains("with holes they still differ"), "{text}");
-    assert!(text.contains("immediate (f64 bits)"), "{text}");
+    assert!(text.contains("constant"), "{text}");
+
+    // Memory flags: the permissions that differ, and what became of them.
+    let flags = fixture("similar/memory_flags.clif");
+    let run_explain = |a: &str, b: &str| {
+        run(args![
+            &flags,
+            "--target",
+            X86,
+            "--merge-similar",
+            "--explain",
+            a,
+            b
+        ])
+        .ok()
+        .stdout
+    };
+    let text = run_explain("%plain", "%aligned_notrap");
+    assert!(
+        text.contains("with holes they are similar: 2 hole(s) hold different values"),
+        "{text}"
+    );
+    assert!(
+        text.contains("left:  memory flags without permissions"),
+        "{text}"
+    );
+    assert!(
+        text.contains("right: memory flags notrap aligned  (a shared body keeps what both allow)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("merge-similar: they needed no parameter"),
+        "{text}"
+    );
+    let text = run_explain("%plain", "%user_trap");
+    assert!(text.contains("with holes they still differ"), "{text}");
+    assert!(text.contains("memory flags"), "{text}");
 }

@@ -5,7 +5,7 @@
 //! the most holes a calling convention allows, constants of every integer width (negative,
 //! top bit set), load and store offsets, integer holes among float parameters, call
 //! targets that are themselves merged (by merge-similar or identical merging), recursion,
-//! mutual recursion, callees outside the module or local, one hole used twice, identical
+//! mutual recursion, callees outside the module or local, float constants (`-0.0` too), one hole used twice, identical
 //! siblings, groups over the parameter limit, and `tail` functions (called through
 //! system_v wrappers). For each module the expected results are those of the original
 //! module (no merging at all); every rewritten version (merge-similar with and without the
@@ -827,6 +827,11 @@ fn integer_holes_among_float_parameters_keep_every_result() {
 #[test]
 fn load_and_store_offsets_keep_every_result() {
     check_fixture("offsets.clif");
+}
+
+#[test]
+fn float_constants_keep_every_result() {
+    check_fixture("float_constants.clif");
 }
 
 // ---------------------------------------------------------------------------------------

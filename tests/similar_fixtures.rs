@@ -11,7 +11,12 @@
 //! - `; expect: group <n> %a %b ...` merge-similar (every group within the parameter limit,
 //!   no cost model) makes exactly these functions thunks into one shared body with `n`
 //!   extra parameters;
-//! - `; expect: alone %a ...` merge-similar leaves these functions as they are.
+//! - `; expect: alone %a ...` merge-similar leaves these functions as they are;
+//! - `; expect: equal %a %b ...` merge-similar gives exactly these functions one body
+//!   (the same text but for the name) and no thunk: they needed no parameter;
+//! - `; expect: flags %a <flags>, <flags>, ...` the body `%a` runs after merge-similar (its
+//!   group's shared body, or its own) has these memory flags on its memory accesses, in
+//!   layout order, as CLIF prints them without the alias region (`-` for none).
 //!
 //! Every function must be named by a directive. The rewritten module must pass Cranelift's
 //! verifier (with the x86_64 ISA), and each function left alone must be unchanged.
@@ -65,6 +70,8 @@ fn run_fixture(path: &Path) {
     let mut linkages: Vec<(String, Linkage)> = Vec::new();
     let mut groups: Vec<(usize, BTreeSet<String>)> = Vec::new();
     let mut alone: Vec<String> = Vec::new();
+    let mut equal: Vec<BTreeSet<String>> = Vec::new();
+    let mut flags: Vec<(String, String)> = Vec::new();
     let mut directives = 0;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("; linkage:") {
@@ -115,6 +122,15 @@ fn run_fixture(path: &Path) {
                 let members: BTreeSet<String> = words[2..].iter().map(|w| w.to_string()).collect();
                 named.extend(members.iter().cloned());
                 groups.push((n, members));
+            }
+            "equal" => {
+                let members: BTreeSet<String> = words[1..].iter().map(|w| w.to_string()).collect();
+                named.extend(members.iter().cloned());
+                equal.push(members);
+            }
+            "flags" => {
+                named.insert(words[1].to_string());
+                flags.push((words[1].to_string(), words[2..].join(" ")));
             }
             "alone" => {
                 alone.extend(words[1..].iter().map(|w| w.to_string()));
@@ -181,6 +197,57 @@ fn run_fixture(path: &Path) {
         groups.len(),
         "{file}: groups beyond the expected ones: {report:?}"
     );
+    let lookup = |name: &str| -> &Function {
+        let i = rewritten
+            .lookup(&FuncName::parse(name).unwrap())
+            .unwrap_or_else(|| panic!("{file}: no function {name} after rewriting"));
+        &rewritten.get(i).func
+    };
+    for members in &equal {
+        let found = report
+            .made_equal
+            .iter()
+            .find(|g| g.iter().any(|m| members.contains(m)))
+            .unwrap_or_else(|| panic!("{file}: {members:?} were not made equal: {report:?}"));
+        let got: BTreeSet<String> = found.iter().cloned().collect();
+        assert_eq!(&got, members, "{file}: functions made equal");
+        let text = |name: &str| {
+            let mut f = lookup(name).clone();
+            f.name = cranelift_codegen::ir::UserFuncName::testcase("x");
+            f.display().to_string()
+        };
+        let first = members.first().unwrap();
+        for m in members {
+            assert_eq!(text(m), text(first), "{file}: {m} and {first} differ");
+        }
+    }
+    assert_eq!(
+        report.made_equal.len(),
+        equal.len(),
+        "{file}: functions made equal beyond the expected ones: {report:?}"
+    );
+    for (name, expected) in &flags {
+        let body = match report.groups.iter().find(|g| g.members.contains(name)) {
+            Some(g) => lookup(&g.body),
+            None => lookup(name),
+        };
+        let mut got: Vec<String> = Vec::new();
+        for block in body.layout.blocks() {
+            for inst in body.layout.block_insts(block) {
+                if let Some(f) = body.dfg.insts[inst].memflags() {
+                    let mach: cranelift_codegen::ir::MachMemFlags = body.dfg.mem_flags[f].into();
+                    let text = mach.to_string().trim().to_string();
+                    got.push(if text.is_empty() { "-".into() } else { text });
+                }
+            }
+        }
+        assert_eq!(
+            got.join(", "),
+            *expected,
+            "{file}: the memory flags of the body {name} runs:\n{}",
+            body.display()
+        );
+    }
     for (_, m) in rewritten.iter() {
         cranelift_codegen::verify_function(&m.func, &*isa).unwrap_or_else(|e| {
             panic!(

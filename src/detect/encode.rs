@@ -41,19 +41,23 @@
 //! local function whose address nobody compares, which it erases into its group's body.
 //!
 //! For merge-similar the policy may also declare *holes* ([`CallTargets::is_hole`]): the
-//! immediates of `iconst`, load and store offsets, and the callees of direct
-//! `call`/`return_call`, whose values are
-//! left out (a placeholder stands in their place), so that functions differing only there
-//! encode the same; everything else is encoded exactly as above.
+//! immediates of `iconst`, `f32const` and `f64const`, load and store offsets, the callees
+//! of direct `call`/`return_call`, the functions `func_addr` takes the address of and the
+//! symbols of `symbol_value`, whose values are left out (a placeholder
+//! stands in their place), and the permissions among memory flags (`aligned`,
+//! `readonly`, `can_move`, `notrap` against `heap_oob`), so that functions differing only
+//! there encode the same. Under such a policy alias regions are encoded by serial number,
+//! as local names; everything else is encoded exactly as above.
 
 use cranelift_codegen::ir::{
-    self, AbiParam, ArgumentExtension, ArgumentPurpose, Block, BlockArg, BlockCall,
+    self, AbiParam, AliasRegion, ArgumentExtension, ArgumentPurpose, Block, BlockArg, BlockCall,
     DynamicStackSlot, ExceptionTableItem, ExternalName, FuncRef, Function, GlobalValue,
     GlobalValueData, Inst, InstructionData, MemFlags, SigRef, Signature, StackSlot, Type, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_entity::EntityRef;
 
+use super::permissions::exact_trap_code;
 use super::walk::CfgWalk;
 use crate::names::names_itself;
 use crate::target::TargetInfo;
@@ -129,9 +133,11 @@ pub trait CallTargets {
         CallTarget::Name
     }
 
-    /// Whether the integer constant or direct call target at `site` of `inst` is a *hole*:
-    /// left out of the encoding, with a placeholder in its place, so that functions that
-    /// differ only there encode the same (merge-similar). Nothing is a hole by default.
+    /// Whether the constant, offset, callee, address or memory flags at `site` of `inst`
+    /// are a *hole*: left out of the encoding, with a placeholder in their place, so that
+    /// functions that differ only there encode the same (merge-similar). For
+    /// [`HoleSite::Flags`], only the flags that permit optimisation are left out
+    /// (see [`HoleSite::Flags`]). Nothing is a hole by default.
     ///
     /// Only a policy with [`CallTargets::MAKES_HOLES`] may answer `true`.
     fn is_hole(&self, _func: &Function, _inst: Inst, _site: HoleSite) -> bool {
@@ -155,6 +161,16 @@ pub enum HoleSite {
     Callee(FuncRef),
     /// The offset of a `load` or `store` (any width), sign-extended.
     Offset(i64),
+    /// The immediate of `f32const` or `f64const`, its bits.
+    Float(u64),
+    /// The function whose address `func_addr` takes.
+    Address(FuncRef),
+    /// The `symbol` global value whose address `symbol_value` takes.
+    Symbol(GlobalValue),
+    /// The memory flags of a load, store or atomic instruction: a hole leaves out the
+    /// flags that only permit optimisation (`aligned`, `readonly`, `can_move`, and
+    /// `notrap` against the default `heap_oob`), keeping the rest exact.
+    Flags(MemFlags),
 }
 
 /// The detector's own policy: callees by name, and a call to oneself as [`CallTarget::SelfCall`].
@@ -199,9 +215,12 @@ pub struct Encoder<'a, C: CallTargets> {
     global_values: Serials<GlobalValue>,
     stack_slots: Serials<StackSlot>,
     dynamic_slots: Serials<DynamicStackSlot>,
+    /// Alias regions by serial number, under a policy that makes holes.
+    regions: Serials<AliasRegion>,
     /// The tokens of the function's first memory flags, once encoded (a function has few
-    /// distinct ones, and many loads and stores).
-    mem_flags: [Option<(Token, Token)>; MEM_FLAGS_KEPT],
+    /// distinct ones, and many loads and stores): exact, and with the permissions left
+    /// out (a hole).
+    mem_flags: [[Option<(Token, Token)>; 2]; MEM_FLAGS_KEPT],
 }
 
 /// How many memory flags an encoder keeps the tokens of.
@@ -222,8 +241,8 @@ struct Serials<K: cranelift_entity::EntityRef> {
 }
 
 /// The numbering maps of one encoder: values, blocks, global values, stack slots, dynamic
-/// stack slots.
-type Maps = [Vec<u32>; 5];
+/// stack slots, alias regions.
+type Maps = [Vec<u32>; 6];
 
 thread_local! {
     /// The maps of finished encoders on this thread, for the next ones: encoders are many
@@ -282,6 +301,7 @@ impl<C: CallTargets> Drop for Encoder<'_, C> {
             std::mem::take(&mut self.global_values.map),
             std::mem::take(&mut self.stack_slots.map),
             std::mem::take(&mut self.dynamic_slots.map),
+            std::mem::take(&mut self.regions.map),
         ];
         if maps.iter().map(Vec::capacity).sum::<usize>() > 1 << 16 {
             return;
@@ -309,7 +329,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         calls: &'a C,
         walk: CfgWalk<'a>,
     ) -> Self {
-        let [values, blocks, global_values, stack_slots, dynamic_slots] = SPARE_MAPS
+        let [values, blocks, global_values, stack_slots, dynamic_slots, regions] = SPARE_MAPS
             .with(|spare| spare.borrow_mut().pop())
             .unwrap_or_default();
         Self {
@@ -324,7 +344,8 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             global_values: Serials::new(global_values, func.global_values.len()),
             stack_slots: Serials::new(stack_slots, func.sized_stack_slots.len()),
             dynamic_slots: Serials::new(dynamic_slots, func.dynamic_stack_slots.len()),
-            mem_flags: [None; MEM_FLAGS_KEPT],
+            regions: Serials::new(regions, func.dfg.alias_regions.len()),
+            mem_flags: [[None; 2]; MEM_FLAGS_KEPT],
         }
     }
 
@@ -604,9 +625,17 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
     }
 
     /// A function whose address is taken: by name unless the policy says otherwise (see
-    /// the module docs).
+    /// the module docs), or a hole.
     fn func_addr_target(&mut self, f: FuncRef, sink: &mut impl Sink) {
         self.ext_func_attributes(f, sink);
+        let hole = self
+            .inst
+            .is_some_and(|inst| self.calls.is_hole(self.func, inst, HoleSite::Address(f)));
+        if hole {
+            self.push(sink, 3, "function whose address is taken (hole)");
+            self.push(sink, HOLE, "function whose address is taken (hole)");
+            return;
+        }
         let func = self.func;
         let policy = self.calls.address_target(func, f);
         self.target_identity(
@@ -638,6 +667,38 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         }
     }
 
+    /// The address of a `symbol` global value as a hole: its kind and flags, not its name
+    /// or offset (the global value is not numbered: other uses of it encode it in full).
+    fn symbol_hole(&mut self, gv: GlobalValue, sink: &mut impl Sink) {
+        let func = self.func;
+        let (colocated, tls) = match &func.global_values[gv] {
+            GlobalValueData::Symbol { colocated, tls, .. } => (*colocated, *tls),
+            GlobalValueData::VMContext
+            | GlobalValueData::Load { .. }
+            | GlobalValueData::IAddImm { .. }
+            | GlobalValueData::DynScaleTargetConst { .. } => (false, true),
+        };
+        self.push(sink, HOLE, "symbol (hole)");
+        self.push(sink, colocated as Token, "symbol colocated flag");
+        self.push(sink, tls as Token, "symbol tls flag");
+    }
+
+    /// A float constant's bits, or its hole (tagged as integer immediates are, under a
+    /// policy that makes holes: any 64 bits may be a float's).
+    fn float(&mut self, bits: u64, sink: &mut impl Sink, what: What) {
+        let hole = self
+            .inst
+            .is_some_and(|inst| self.calls.is_hole(self.func, inst, HoleSite::Float(bits)));
+        if hole {
+            self.push(sink, HOLE, "float immediate (hole)");
+        } else {
+            if C::MAKES_HOLES {
+                self.push(sink, NOT_HOLE, what);
+            }
+            self.push(sink, bits, what);
+        }
+    }
+
     /// A load or store offset, or its hole. An offset is 32 bits sign-extended, so it can
     /// never equal the placeholder, whatever the policy answers where.
     fn offset(&mut self, offset: i64, sink: &mut impl Sink) {
@@ -658,31 +719,62 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
         self.signature(sig, sink);
     }
 
-    fn mem_flags(&mut self, flags: MemFlags, sink: &mut impl Sink) {
-        let kept = self.mem_flags.get(flags.index()).copied().flatten();
-        let (bits, region) = kept.unwrap_or_else(|| self.mem_flags_tokens(flags));
-        self.push(sink, bits, "memory flags");
+    /// The memory flags of the current instruction: under a policy that makes holes,
+    /// their permissions may be a hole.
+    fn inst_mem_flags(&mut self, flags: MemFlags, sink: &mut impl Sink) {
+        let relaxed = C::MAKES_HOLES
+            && self
+                .inst
+                .is_some_and(|inst| self.calls.is_hole(self.func, inst, HoleSite::Flags(flags)));
+        self.mem_flags(flags, relaxed, sink);
+    }
+
+    fn mem_flags(&mut self, flags: MemFlags, relaxed: bool, sink: &mut impl Sink) {
+        let kept = self
+            .mem_flags
+            .get(flags.index())
+            .and_then(|k| k[usize::from(relaxed)]);
+        let (bits, region) = kept.unwrap_or_else(|| self.mem_flags_tokens(flags, relaxed));
+        let what = if relaxed {
+            "memory flags (permissions a hole)"
+        } else {
+            "memory flags"
+        };
+        self.push(sink, bits, what);
         self.push(sink, region, "memory alias region");
     }
 
-    fn mem_flags_tokens(&mut self, flags: MemFlags) -> (Token, Token) {
+    /// The tokens of `flags`: its bits and its alias region. `relaxed` leaves out the
+    /// flags that only permit optimisation (a hole, [`super::permissions`]): `aligned`,
+    /// `readonly`, `can_move`, and whether an access that traps with the default
+    /// `heap_oob` is `notrap` (another trap code stays exact). Under a
+    /// policy that makes holes, the region is encoded by its serial number: regions are
+    /// names local to the function (alias analysis only asks whether two accesses name
+    /// the same one), so two functions that use them alike encode the same.
+    fn mem_flags_tokens(&mut self, flags: MemFlags, relaxed: bool) -> (Token, Token) {
         let data = self.func.dfg.mem_flags[flags];
         let endianness = match data.explicit_endianness() {
             None => 0,
             Some(ir::Endianness::Little) => 1,
             Some(ir::Endianness::Big) => 2,
         };
-        let trap = data.trap_code().map_or(0, |t| t.as_raw().get());
-        let bits = (data.aligned() as Token)
-            | (data.readonly() as Token) << 1
-            | endianness << 2
-            | (data.can_move() as Token) << 4
-            | Token::from(trap) << 8;
-        let region = data.alias_region().map_or(0, |r| {
-            Token::from(self.func.dfg.alias_regions[r].user_id) + 1
-        });
+        let bits = if relaxed {
+            endianness << 2 | Token::from(exact_trap_code(data)) << 8
+        } else {
+            let trap = data.trap_code().map_or(0, |t| t.as_raw().get());
+            (data.aligned() as Token)
+                | (data.readonly() as Token) << 1
+                | endianness << 2
+                | (data.can_move() as Token) << 4
+                | Token::from(trap) << 8
+        };
+        let region = match data.alias_region() {
+            None => 0,
+            Some(r) if C::MAKES_HOLES => Token::from(self.regions.get(r).0) + 1,
+            Some(r) => Token::from(self.func.dfg.alias_regions[r].user_id) + 1,
+        };
         if let Some(kept) = self.mem_flags.get_mut(flags.index()) {
-            *kept = Some((bits, region));
+            kept[usize::from(relaxed)] = Some((bits, region));
         }
         (bits, region)
     }
@@ -745,7 +837,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                     self.push(sink, 1, "global value kind (load)");
                     self.push(sink, i64::from(offset) as Token, "global value offset");
                     self.push(sink, type_token(ty), "global value type");
-                    self.mem_flags(flags, sink);
+                    self.mem_flags(flags, false, sink);
                     gv = base;
                 }
                 GlobalValueData::IAddImm {
@@ -853,7 +945,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 args,
                 flags,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.values(&args, sink);
             }
             InstructionData::AtomicRmw {
@@ -862,7 +954,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 flags,
                 op,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.push(sink, op as Token, "atomic operation");
                 self.values(&args, sink);
             }
@@ -982,7 +1074,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 flags,
                 offset,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.values(&[arg], sink);
                 self.offset(offset.into(), sink);
             }
@@ -991,7 +1083,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 arg,
                 flags,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.values(&[arg], sink);
             }
             InstructionData::MultiAry { opcode: _, args } => self.value_list(&args, sink),
@@ -1020,7 +1112,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 flags,
                 offset,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.values(&args, sink);
                 self.offset(offset.into(), sink);
             }
@@ -1029,7 +1121,7 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
                 args,
                 flags,
             } => {
-                self.mem_flags(flags, sink);
+                self.inst_mem_flags(flags, sink);
                 self.values(&args, sink);
             }
             InstructionData::Ternary { opcode: _, args } => self.values(&args, sink),
@@ -1074,15 +1166,26 @@ impl<'a, C: CallTargets> Encoder<'a, C> {
             InstructionData::UnaryGlobalValue {
                 opcode: _,
                 global_value,
-            } => self.global_value(global_value, sink),
+            } => {
+                let hole = self.inst.is_some_and(|inst| {
+                    self.calls
+                        .is_hole(self.func, inst, HoleSite::Symbol(global_value))
+                });
+                if hole {
+                    self.symbol_hole(global_value, sink);
+                } else {
+                    // A serial number, never the placeholder.
+                    self.global_value(global_value, sink);
+                }
+            }
             InstructionData::UnaryIeee16 { opcode: _, imm } => {
                 self.push(sink, imm.bits().into(), "immediate (f16 bits)");
             }
             InstructionData::UnaryIeee32 { opcode: _, imm } => {
-                self.push(sink, imm.bits().into(), "immediate (f32 bits)");
+                self.float(imm.bits().into(), sink, "immediate (f32 bits)");
             }
             InstructionData::UnaryIeee64 { opcode: _, imm } => {
-                self.push(sink, imm.bits(), "immediate (f64 bits)");
+                self.float(imm.bits(), sink, "immediate (f64 bits)");
             }
             InstructionData::UnaryImm { opcode: _, imm } => {
                 let hole = self.inst.is_some_and(|inst| {

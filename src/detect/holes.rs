@@ -1,44 +1,63 @@
-//! The comparator's merge-similar mode: functions that are equal except for integer
-//! constants and direct call targets.
+//! The comparator's merge-similar mode: functions that are equal except for constants,
+//! offsets, callees, addresses and the memory flags that only permit optimisation.
 //!
 //! LLVM's MergeFunctions design says its hash ignores constants and callees "which makes it useful when possibly
 //! merging functions which are the same modulo constants and call targets". This module
 //! is that comparison. A function is encoded exactly as the comparator encodes it
-//! ([`Encoder`]), except that the immediate of every `iconst`, the offset of every load and
-//! store whose address is pointer-typed, and the callee of every direct `call` and
-//! `return_call` to a named function are *holes*: a placeholder stands
-//! in the encoding, and the value is recorded beside it, in encoding order. Two functions
-//! with equal hole encodings do the same thing once each hole holds its value, so one body
-//! with a parameter per differing hole can stand for both (`merge::similar`).
+//! ([`Encoder`]), except that these are *holes*: a placeholder stands in the encoding, and
+//! the value is recorded beside it, in encoding order:
+//! - the immediate of every `iconst`, `f32const` and `f64const`;
+//! - the offset of every load and store whose address is pointer-typed;
+//! - the callee of every direct `call` and `return_call` to a named function;
+//! - the function of every pointer-typed `func_addr`, and the symbol (name and offset) of
+//!   every pointer-typed `symbol_value` of a `symbol` that is not thread-local;
+//! - the permissions among the memory flags of every load, store and atomic access
+//!   ([`super::permissions`]: `aligned`, `readonly`, `can_move`, `notrap` against
+//!   `heap_oob`). Alias regions are encoded by serial number (they are names local to a
+//!   function), endianness and other trap codes exactly.
+//!
+//! Two functions with equal hole encodings do the same thing once each hole holds its
+//! value, so one body with a parameter per differing value hole, and the intersection of
+//! the permissions at each access, can stand for both (`merge::similar`).
 //!
 //! A function's references to itself that are not holes (`try_call`, `try_call_indirect`
-//! through its own address, `patchable` calls, `func_addr`, `symbol`) are encoded by its
-//! name, not as the comparator's self-reference: in a shared body no member is "self", so
-//! two functions that reach themselves that way never share one.
+//! through its own address, `patchable` calls) are encoded by its name, not as the
+//! comparator's self-reference: in a shared body no member is "self", so two functions
+//! that reach themselves that way never share one. Its own address as a hole (a call to
+//! itself, `func_addr` or `symbol_value` of its name) holds its name, which the member's
+//! thunk fills with its own address: the address the member had.
 //!
 //! Not holes, and so compared exactly: `try_call` targets (an exception edge cannot be
 //! rewritten into an indirect call here), `patchable` calls, libcalls and well-known
-//! symbols, `func_addr`/`symbol` addresses, floating-point and vector constants, stack
-//! slot offsets, and everything that is not a constant, an offset or a callee (types,
-//! opcodes, memory flags, the callee's signature and `colocated` flag).
+//! symbols, thread-local symbols, global values read other than by `symbol_value`,
+//! `f16` and vector constants, stack slot offsets and sizes, and everything that is not a
+//! constant, an offset, a callee, an address or a permission (types, opcodes, endianness,
+//! trap codes other than `heap_oob`, the callee's signature and `colocated` flag).
 //!
 //! An offset hole is sound to fill from a parameter: a load or store reaches
 //! `address + offset` (wrapping, in the pointer type), which is what `iadd address, p`
 //! with offset 0 reaches; flags such as `aligned` and `notrap` speak of that same address.
+//! A float hole is passed as the integer of its bits and `bitcast` back: the same value,
+//! NaN payloads and the sign of zero included. An address hole is sound whatever the
+//! address's significance: the parameter holds the very address the member took.
 
 use std::cell::RefCell;
 
-use cranelift_codegen::ir::{ExternalName, FuncRef, Function, Inst, InstructionData, Type};
+use cranelift_codegen::ir::{
+    ExternalName, FuncRef, Function, GlobalValue, GlobalValueData, Inst, InstructionData, Opcode,
+    Type,
+};
 
 use super::encode::{ByName, CallTarget, CallTargets, Encoder, HoleSite, Sink, Token};
 use super::explain::{explain, Difference};
+use super::permissions::Permissions;
 use crate::names::FuncName;
 use crate::target::TargetInfo;
 
 /// One hole of a function, in encoding order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hole {
-    /// The `iconst` or the call.
+    /// The instruction holding it.
     pub inst: Inst,
     /// What is there.
     pub value: HoleValue,
@@ -69,6 +88,47 @@ pub enum HoleValue {
         /// The `FuncRef` the call uses, inside its function.
         func_ref: FuncRef,
     },
+    /// An `f32const` or `f64const`.
+    Float {
+        /// `f32` or `f64`.
+        ty: Type,
+        /// Its bits.
+        bits: u64,
+    },
+    /// The address of this function (`func_addr`).
+    Address {
+        /// The function, resolved.
+        name: FuncName,
+        /// The `FuncRef` the `func_addr` uses, inside its function.
+        func_ref: FuncRef,
+    },
+    /// The address of a `symbol` global value (`symbol_value`).
+    Symbol {
+        /// The symbol, resolved.
+        name: FuncName,
+        /// The offset added to its address.
+        offset: i64,
+        /// Whether it is `colocated`.
+        colocated: bool,
+    },
+    /// The permissions among a memory access's flags. Never a parameter: the shared body
+    /// takes the intersection of its members' ([`Permissions::meet`]).
+    Flags(Permissions),
+}
+
+impl HoleValue {
+    /// The integer type a parameter carrying this value has (floats travel as their bits,
+    /// addresses as pointers); `None` for permissions, which are never parameters.
+    pub fn parameter_type(&self, pointer: Type) -> Option<Type> {
+        match self {
+            HoleValue::Constant { ty, .. } | HoleValue::Offset { ty, .. } => Some(*ty),
+            HoleValue::Float { ty, .. } => Type::int(ty.bits() as u16),
+            HoleValue::Callee { .. } | HoleValue::Address { .. } | HoleValue::Symbol { .. } => {
+                Some(pointer)
+            }
+            HoleValue::Flags(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Display for HoleValue {
@@ -81,6 +141,22 @@ impl std::fmt::Display for HoleValue {
             }
             HoleValue::Offset { bits, .. } => write!(f, "offset {bits}"),
             HoleValue::Callee { name, .. } => write!(f, "call {name}"),
+            HoleValue::Float { ty, bits } => {
+                // As CLIF prints it.
+                if ty.bits() == 32 {
+                    let imm = cranelift_codegen::ir::immediates::Ieee32::with_bits(*bits as u32);
+                    write!(f, "f32const {imm}")
+                } else {
+                    let imm = cranelift_codegen::ir::immediates::Ieee64::with_bits(*bits);
+                    write!(f, "f64const {imm}")
+                }
+            }
+            HoleValue::Address { name, .. } => write!(f, "func_addr {name}"),
+            HoleValue::Symbol { name, offset, .. } => match offset {
+                0 => write!(f, "symbol_value {name}"),
+                _ => write!(f, "symbol_value {name}{offset:+}"),
+            },
+            HoleValue::Flags(permissions) => write!(f, "{permissions}"),
         }
     }
 }
@@ -105,13 +181,41 @@ pub fn address_operand(func: &Function, inst: Inst) -> Option<cranelift_codegen:
     }
 }
 
-/// The hole policy: every `iconst`, every eligible direct callee and every load or store
-/// offset from a pointer-typed address is a hole, recorded in order; everything else is
-/// encoded as `base` encodes it.
+/// Whether `func_addr` of `f` in `func` may be a hole: a named function (not a libcall or
+/// well-known symbol).
+fn address_may_be_hole(func: &Function, f: FuncRef) -> bool {
+    func.dfg
+        .ext_funcs
+        .get(f)
+        .is_some_and(|data| matches!(data.name, ExternalName::User(_) | ExternalName::TestCase(_)))
+}
+
+/// Whether the address of `gv` in `func` may be a hole: a named `symbol`, not
+/// thread-local.
+fn symbol_may_be_hole(func: &Function, gv: GlobalValue) -> bool {
+    matches!(
+        func.global_values.get(gv),
+        Some(GlobalValueData::Symbol {
+            name: ExternalName::User(_) | ExternalName::TestCase(_),
+            tls: false,
+            ..
+        })
+    )
+}
+
+/// The hole policy: every site the module docs list is a hole, recorded in order;
+/// everything else is encoded as `base` encodes it.
 struct HolePolicy<'a, C: CallTargets> {
     base: &'a C,
     pointer: Type,
     recorded: RefCell<Vec<(Inst, HoleSite)>>,
+}
+
+impl<C: CallTargets> HolePolicy<'_, C> {
+    /// Whether `inst`'s only result is pointer-typed.
+    fn yields_pointer(&self, func: &Function, inst: Inst) -> bool {
+        matches!(func.dfg.inst_results(inst), [v] if func.dfg.value_type(*v) == self.pointer)
+    }
 }
 
 impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
@@ -131,12 +235,22 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
 
     fn is_hole(&self, func: &Function, inst: Inst, site: HoleSite) -> bool {
         let hole = match site {
-            HoleSite::Constant(_) => true,
+            HoleSite::Constant(_) | HoleSite::Flags(_) => true,
+            HoleSite::Float(_) => matches!(
+                func.dfg.insts[inst].opcode(),
+                Opcode::F32const | Opcode::F64const
+            ),
             HoleSite::Offset(_) => address_operand(func, inst)
                 .is_some_and(|a| func.dfg.value_type(func.dfg.resolve_aliases(a)) == self.pointer),
             HoleSite::Callee(callee) => {
                 matches!(func.dfg.insts[inst], InstructionData::Call { .. })
                     && callee_may_be_hole(func, callee)
+            }
+            HoleSite::Address(f) => self.yields_pointer(func, inst) && address_may_be_hole(func, f),
+            HoleSite::Symbol(gv) => {
+                func.dfg.insts[inst].opcode() == Opcode::SymbolValue
+                    && self.yields_pointer(func, inst)
+                    && symbol_may_be_hole(func, gv)
             }
         };
         if hole {
@@ -189,25 +303,55 @@ pub fn encode_with_holes_into(func: &Function, target: &TargetInfo, sink: &mut i
 }
 
 fn hole_value(func: &Function, target: &TargetInfo, inst: Inst, site: HoleSite) -> HoleValue {
+    let result_type = || {
+        func.dfg
+            .inst_results(inst)
+            .first()
+            .map_or(cranelift_codegen::ir::types::INVALID, |&v| {
+                func.dfg.value_type(v)
+            })
+    };
     match site {
         HoleSite::Offset(bits) => HoleValue::Offset {
             ty: target.pointer_type(),
             bits,
         },
         HoleSite::Constant(bits) => HoleValue::Constant {
-            ty: func
-                .dfg
-                .inst_results(inst)
-                .first()
-                .map_or(cranelift_codegen::ir::types::INVALID, |&v| {
-                    func.dfg.value_type(v)
-                }),
+            ty: result_type(),
             bits,
         },
         HoleSite::Callee(func_ref) => HoleValue::Callee {
             name: FuncName::of_external(func, &func.dfg.ext_funcs[func_ref].name),
             func_ref,
         },
+        HoleSite::Float(bits) => HoleValue::Float {
+            ty: result_type(),
+            bits,
+        },
+        HoleSite::Address(func_ref) => HoleValue::Address {
+            name: FuncName::of_external(func, &func.dfg.ext_funcs[func_ref].name),
+            func_ref,
+        },
+        HoleSite::Symbol(gv) => match &func.global_values[gv] {
+            GlobalValueData::Symbol {
+                name,
+                offset,
+                colocated,
+                tls: _,
+            } => HoleValue::Symbol {
+                name: FuncName::of_external(func, name),
+                offset: offset.bits(),
+                colocated: *colocated,
+            },
+            // The policy makes holes of symbols only.
+            GlobalValueData::VMContext
+            | GlobalValueData::Load { .. }
+            | GlobalValueData::IAddImm { .. }
+            | GlobalValueData::DynScaleTargetConst { .. } => {
+                unreachable!("a hole of a global value that is not a symbol")
+            }
+        },
+        HoleSite::Flags(flags) => HoleValue::Flags(Permissions::of(func.dfg.mem_flags[flags])),
     }
 }
 
@@ -256,7 +400,8 @@ pub fn similar(
         .collect())
 }
 
-/// Whether two hole values are the same (callees by name; the `FuncRef` numbers are local).
+/// Whether two hole values are the same (callees and addresses by name; the `FuncRef`
+/// numbers are local).
 fn same_value(a: &HoleValue, b: &HoleValue) -> bool {
     match (a, b) {
         (HoleValue::Constant { ty: t1, bits: b1 }, HoleValue::Constant { ty: t2, bits: b2 }) => {
@@ -266,9 +411,30 @@ fn same_value(a: &HoleValue, b: &HoleValue) -> bool {
             t1 == t2 && b1 == b2
         }
         (HoleValue::Callee { name: n1, .. }, HoleValue::Callee { name: n2, .. }) => n1 == n2,
+        (HoleValue::Float { ty: t1, bits: b1 }, HoleValue::Float { ty: t2, bits: b2 }) => {
+            t1 == t2 && b1 == b2
+        }
+        (HoleValue::Address { name: n1, .. }, HoleValue::Address { name: n2, .. }) => n1 == n2,
+        (
+            HoleValue::Symbol {
+                name: n1,
+                offset: o1,
+                colocated: c1,
+            },
+            HoleValue::Symbol {
+                name: n2,
+                offset: o2,
+                colocated: c2,
+            },
+        ) => n1 == n2 && o1 == o2 && c1 == c2,
+        (HoleValue::Flags(p1), HoleValue::Flags(p2)) => p1 == p2,
         (HoleValue::Constant { .. }, _)
         | (HoleValue::Offset { .. }, _)
-        | (HoleValue::Callee { .. }, _) => false,
+        | (HoleValue::Callee { .. }, _)
+        | (HoleValue::Float { .. }, _)
+        | (HoleValue::Address { .. }, _)
+        | (HoleValue::Symbol { .. }, _)
+        | (HoleValue::Flags(_), _) => false,
     }
 }
 

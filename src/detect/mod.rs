@@ -5,7 +5,9 @@
 //! - [`compare`]: `FunctionComparator`, the total order over functions.
 //! - [`hash`]: the structural hash, consistent with the order.
 //! - [`explain`](mod@explain): the first difference between two functions, in words.
-//! - [`holes`]: merge-similar's mode, equal except for integer constants and callees.
+//! - [`holes`]: merge-similar's mode, equal except for constants, offsets, callees,
+//!   addresses and memory-flag permissions.
+//! - [`permissions`]: which memory flags only permit optimisation, and their intersection.
 //! - [`fingerprint`]: a function as one fingerprint per block and instruction.
 //! - [`align`]: the alignment of two functions' fingerprints (Needleman–Wunsch).
 //! - [`side_by_side`]: an alignment printed as CLIF, with what kept two functions apart.
@@ -17,6 +19,7 @@ pub mod explain;
 pub mod fingerprint;
 pub mod hash;
 pub mod holes;
+pub mod permissions;
 pub mod side_by_side;
 pub mod walk;
 
@@ -25,4 +28,5 @@ pub use encode::{ByName, CallTarget, CallTargets, HoleSite};
 pub use explain::{explain, Difference};
 pub use hash::function_hash;
 pub use holes::{similar, Hole, HoleDifference, HoleValue};
+pub use permissions::Permissions;
 pub use walk::CfgWalk;

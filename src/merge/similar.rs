@@ -1,25 +1,35 @@
-//! Merge-similar: one body for functions that differ only in integer constants and call
-//! targets, each original name a thunk that passes its own values.
+//! Merge-similar: one body for functions that differ only in constants, offsets, call
+//! targets and addresses, each original name a thunk that passes its own values; and one
+//! body with the weaker memory flags for functions that differ only in those.
 //!
 //! Identical merging (the rest of [`crate::merge`](mod@crate::merge)) cannot fold `f(x) = x + 1` and
 //! `g(x) = x + 2`, nor two trampolines that each call their own target, nor two copies of
-//! a template that read a field at different offsets. This pass can, as
-//! Swift's MergeFunctions, LLVM's GlobalMergeFunc and Binaryen's MergeSimilarFunctions do:
+//! a template that read a field at different offsets, nor two functions of which one says
+//! a load is `aligned`. This pass can, as Swift's MergeFunctions, LLVM's GlobalMergeFunc
+//! and Binaryen's MergeSimilarFunctions do:
 //!
 //! 1. **Classes.** The identical driver runs first; one representative per class of equal
 //!    functions goes on. A callee is identified by its class when calls to it may be
 //!    redirected (so two members calling equal functions agree), by name otherwise.
 //! 2. **Groups.** Every representative is encoded in the comparator's hole mode
-//!    ([`crate::detect::holes`]): constants, memory offsets and direct callees are holes. Equal encodings
-//!    form a group; a hole where all members agree is no hole, the others become parameters.
-//!    A group needing more parameters than allowed is split, greedily and in order.
+//!    ([`crate::detect::holes`]): integer and float constants, memory offsets, direct
+//!    callees, `func_addr` and `symbol_value` targets, and the permissions among memory
+//!    flags are holes. Equal encodings form a group; a value hole where all members agree
+//!    is no hole, the others become parameters (permissions never do). Callees agree when
+//!    they are equal functions, addresses only when they name the same symbol. A group
+//!    needing more parameters than allowed is split, greedily and in order.
 //! 3. **Bodies.** The shared body is the first member with a parameter appended per
-//!    differing hole: a constant's uses read the parameter, a load or store adds it to its
-//!    address (offset 0), a call becomes `call_indirect` (or `return_call_indirect`)
-//!    through it. Every member of every class in the group
-//!    becomes a thunk with its own name, signature and linkage that passes its values
-//!    (`iconst`, `func_addr`) and tail-calls the body (`return_call` for the `tail`
-//!    convention where Cranelift allows it, otherwise a call and a return).
+//!    differing hole: a constant's or an address's uses read the parameter, a float
+//!    constant becomes a `bitcast` of it (it travels as its bits, an integer), a load or
+//!    store adds it to its address (offset 0), a call becomes `call_indirect` (or
+//!    `return_call_indirect`) through it. Each memory access takes the permissions every
+//!    member grants there ([`crate::detect::permissions`]). Every member of every class in
+//!    the group becomes a thunk with its own name, signature and linkage that passes its
+//!    values (`iconst`, `func_addr`, `symbol_value`) and tail-calls the body (`return_call`
+//!    for the `tail` convention where Cranelift allows it, otherwise a call and a return).
+//!    A group that needs no parameter (its members differ only in permissions, or in how
+//!    their alias regions are numbered) gets no shared body and no thunk: every member
+//!    takes the body itself, and the identical merger folds them as equal functions.
 //! 4. **Frames.** A member that reads its return address, frame pointer or stack pointer
 //!    is merged only when every thunk of its group is a frameless jump (x86_64's register
 //!    thunks): a thunk that calls the body and returns would stand between the body and
@@ -29,11 +39,14 @@
 //!    thunk written directly as machine code, estimated from the IR for everything else
 //!    ([`crate::estimate`], calibrated per target against real compiles). Nothing is
 //!    compiled here: the estimate decides profitability only, and every group built is
-//!    sound whether it pays or not.
+//!    sound whether it pays or not. A group without parameters is always taken: it adds
+//!    no code.
 //!
 //! Recursion and cycles need no special case: a call to a member, itself included, is a
 //! callee hole like any other, filled with the member's own address, so the shared body
-//! calls the member's thunk, which passes the member's values again. Agreement between
+//! calls the member's thunk, which passes the member's values again. A member that takes
+//! its own address (`func_addr` or `symbol_value` of its name) likewise gets its thunk's
+//! address, which is the member's address. Agreement between
 //! callees uses only the identical merger's classes, which are sound (cycle classes
 //! included); no optimistic assumption is made here.
 //!
@@ -61,6 +74,7 @@ use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::function_hash;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
+use crate::detect::Permissions;
 use crate::names::{external_name, user_func_name, FuncName};
 use crate::target::TargetInfo;
 
@@ -120,6 +134,13 @@ pub struct SimilarReport {
     pub rejected_by_cost: usize,
     /// Similar functions left alone because their group needed too many parameters.
     pub over_hole_limit: usize,
+    /// Groups of functions that needed no parameter: equal but for the permissions of
+    /// their memory flags, the numbering of their alias regions, or callees of one class.
+    /// Each member was given one body (the first's, with the intersection of the
+    /// permissions), so that the identical merger folds them as it folds any equal
+    /// functions: no shared body, no thunk. Every name, in index order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub made_equal: Vec<Vec<String>>,
 }
 
 impl SimilarReport {
@@ -151,12 +172,17 @@ pub trait CodeFacts {
     fn is_frameless_thunk(&self, thunk: &Function) -> bool;
 }
 
-/// A callee's identity for agreement: two calls agree when they reach equal functions.
+/// A hole value's identity for agreement: two calls agree when they reach equal
+/// functions; two addresses when they name the same symbol (equal functions may still
+/// have different addresses).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Identity {
     Constant(usize, i64),
     Class(FuncIndex),
     Name(FuncName),
+    Address(FuncName, i64),
+    /// Never a parameter: the body takes the intersection.
+    Flags(Permissions),
 }
 
 /// A group of representatives, its differing hole positions, and what was built for it.
@@ -217,6 +243,7 @@ pub fn similar_candidates(
     build_all(module, target, isa, &analysis)
         .into_iter()
         .flatten()
+        .filter(|(c, _)| !c.params.is_empty())
         .map(|(c, b)| SimilarCandidate {
             members: c.members,
             body: b.body,
@@ -285,12 +312,16 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
             HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
                 Identity::Constant(ty.index(), *bits)
             }
+            HoleValue::Float { ty, bits } => Identity::Constant(ty.index(), *bits as i64),
             HoleValue::Callee { name, .. } => match module.lookup(name) {
                 Some(c) if module.get(c).linkage != Linkage::Preemptible => {
                     Identity::Class(class_of[c])
                 }
                 _ => Identity::Name(name.clone()),
             },
+            HoleValue::Address { name, .. } => Identity::Address(name.clone(), 0),
+            HoleValue::Symbol { name, offset, .. } => Identity::Address(name.clone(), *offset),
+            HoleValue::Flags(permissions) => Identity::Flags(*permissions),
         }
     };
     let mut candidates: Vec<Candidate> = Vec::new();
@@ -362,7 +393,7 @@ pub fn merge_similar(
         .into_par_iter()
         .map(|entry| {
             let (c, built) = entry?;
-            if !similar.cost_model {
+            if !similar.cost_model || c.params.is_empty() {
                 return Some((c, built));
             }
             let (sizes, after) = group_cost(&module, &c.members, &built.body, &built.thunks, isa);
@@ -390,13 +421,44 @@ pub fn merge_similar(
     // threads).
     let mut taken: std::collections::HashSet<FuncName> = std::collections::HashSet::new();
     let mut accepted: Vec<(Candidate, Built, FuncName)> = Vec::new();
+    let mut made_equal: Vec<(Vec<FuncIndex>, Function)> = Vec::new();
     for (candidate, b) in built.into_iter().flatten() {
+        if candidate.params.is_empty() {
+            // Equal once their permissions meet (and their regions and callees are named
+            // alike): every member takes the body, and the identical merger folds them as
+            // it folds any equal functions. Never larger.
+            let mut names: Vec<FuncIndex> = candidate
+                .members
+                .iter()
+                .flat_map(|&rep| match siblings[rep].as_slice() {
+                    [] => vec![rep],
+                    class => class.to_vec(),
+                })
+                .collect();
+            names.sort_unstable();
+            made_equal.push((names, b.body));
+            continue;
+        }
         if similar.cost_model && b.after >= b.before {
             report.rejected_by_cost += 1;
             continue;
         }
         let name = unique_body_name(&module, &mut taken, &module.get(candidate.members[0]).name);
         accepted.push((candidate, b, name));
+    }
+    let mut module = module;
+    for (members, body) in made_equal {
+        report.made_equal.push(
+            members
+                .iter()
+                .map(|&m| module.get(m).name.to_string())
+                .collect(),
+        );
+        for m in members {
+            let mut func = body.clone();
+            func.name = module.get(m).func.name.clone();
+            module.get_mut(m).func = func;
+        }
     }
     if accepted.is_empty() {
         return (module, report);
@@ -441,7 +503,6 @@ pub fn merge_similar(
         .collect();
 
     // The new module: thunks in place of members, shared bodies appended in group order.
-    let mut module = module;
     let mut replaced: Vec<Function> = Vec::new();
     let mut bodies: Vec<Function> = Vec::with_capacity(finished.len());
     for (group, body, thunks) in finished {
@@ -504,15 +565,15 @@ fn hole_limit(target: &TargetInfo, signature: &ir::Signature) -> usize {
     registers.saturating_sub(used + return_area).min(MAX_HOLES)
 }
 
-/// The parameters a shared body for `run` needs: the holes where the members do not all
-/// agree, those with the same values in every member sharing one parameter, in order of
-/// their first hole.
+/// The parameters a shared body for `run` needs: the value holes where the members do
+/// not all agree, those with the same values in every member sharing one parameter, in
+/// order of their first hole. Permissions are never parameters.
 fn parameters(run: &[usize], values: &[Vec<Identity>]) -> Vec<Vec<usize>> {
     let mut params: Vec<Vec<usize>> = Vec::new();
     let mut by_column: HashMap<Vec<&Identity>, usize> = HashMap::new();
     let first = &values[run[0]];
     for (i, value) in first.iter().enumerate() {
-        if run.iter().all(|&m| values[m][i] == *value) {
+        if matches!(value, Identity::Flags(_)) || run.iter().all(|&m| values[m][i] == *value) {
             continue;
         }
         let column: Vec<&Identity> = run.iter().map(|&m| &values[m][i]).collect();
@@ -529,33 +590,26 @@ fn parameters(run: &[usize], values: &[Vec<Identity>]) -> Vec<Vec<usize>> {
 
 /// Split `members` (with their hole values) into runs whose parameters fit `limit`.
 /// Members are taken in order of their values, so that similar values end up together;
-/// a run of one is left alone. Returns the candidates and how many members were left out.
+/// a run of one is left alone. A run that needs no parameter is a candidate too: its
+/// members become equal. Returns the candidates and how many members were left out.
 fn split_by_limit(
     members: &[FuncIndex],
     values: &[Vec<Identity>],
     limit: usize,
 ) -> (Vec<Candidate>, usize) {
-    if limit == 0 {
-        return (Vec::new(), members.len());
-    }
     let mut order: Vec<usize> = (0..members.len()).collect();
     order.sort_by(|&a, &b| values[a].cmp(&values[b]).then(members[a].cmp(&members[b])));
     let mut out = Vec::new();
     let mut left_out = 0;
     let flush = |run: &mut Vec<usize>, out: &mut Vec<Candidate>, left_out: &mut usize| {
-        let params = if run.len() > 1 {
-            parameters(run, values)
-        } else {
-            Vec::new()
-        };
-        if params.is_empty() {
+        if run.len() < 2 {
             *left_out += run.len();
         } else {
             let mut ms: Vec<FuncIndex> = run.iter().map(|&i| members[i]).collect();
             ms.sort_unstable();
             out.push(Candidate {
                 members: ms,
-                params,
+                params: parameters(run, values),
             });
         }
         run.clear();
@@ -573,7 +627,8 @@ fn split_by_limit(
     (out, left_out)
 }
 
-/// The shared body of `candidate` and a thunk per member.
+/// The shared body of `candidate` and a thunk per member (none when it needs no
+/// parameter: then every member takes the body itself).
 fn build(
     module: &Module,
     target: &TargetInfo,
@@ -587,57 +642,22 @@ fn build(
     let entry = body.layout.entry_block()?;
     let pointer = target.pointer_type();
     for positions in &candidate.params {
-        let ty = match &holes[first][positions[0]].value {
-            HoleValue::Constant { ty, .. } | HoleValue::Offset { ty, .. } => *ty,
-            HoleValue::Callee { .. } => pointer,
-        };
+        let ty = holes[first][positions[0]].value.parameter_type(pointer)?;
         let param = body.dfg.append_block_param(entry, ty);
         body.signature.params.push(AbiParam::new(ty));
         for &i in positions {
-            let hole = &holes[first][i];
-            match &hole.value {
-                HoleValue::Constant { .. } => {
-                    let result = *body.dfg.inst_results(hole.inst).first()?;
-                    body.dfg.clear_results(hole.inst);
-                    body.layout.remove_inst(hole.inst);
-                    body.dfg.change_to_alias(result, param);
-                }
-                HoleValue::Offset { .. } => {
-                    let address = address_operand(&body, hole.inst)?;
-                    let mut pos = FuncCursor::new(&mut body).at_inst(hole.inst);
-                    let moved = pos.ins().iadd(address, param);
-                    match &mut body.dfg.insts[hole.inst] {
-                        InstructionData::Load { arg, offset, .. } => {
-                            *arg = moved;
-                            *offset = 0.into();
-                        }
-                        InstructionData::Store { args, offset, .. } => {
-                            args[1] = moved;
-                            *offset = 0.into();
-                        }
-                        _ => return None,
-                    }
-                }
-                HoleValue::Callee { func_ref, .. } => {
-                    let sig = body.dfg.ext_funcs[*func_ref].signature;
-                    let InstructionData::Call { opcode, args, .. } = body.dfg.insts[hole.inst]
-                    else {
-                        return None;
-                    };
-                    let args: Vec<ir::Value> = args.as_slice(&body.dfg.value_lists).to_vec();
-                    match opcode {
-                        Opcode::Call => {
-                            body.replace(hole.inst).call_indirect(sig, param, &args);
-                        }
-                        Opcode::ReturnCall => {
-                            body.replace(hole.inst)
-                                .return_call_indirect(sig, param, &args);
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            fill_hole(&mut body, &holes[first][i], param)?;
         }
+    }
+    intersect_permissions(&mut body, holes, &candidate.members)?;
+    if candidate.params.is_empty() {
+        return Some(Built {
+            body,
+            thunks: Vec::new(),
+            before: 0,
+            after: 0,
+            unmerged: 0,
+        });
     }
     let body_signature = body.signature.clone();
     let thunks = candidate
@@ -651,10 +671,10 @@ fn build(
                 &body_signature,
                 config,
                 tail_calls,
-            );
-            (m, thunk)
+            )?;
+            Some((m, thunk))
         })
-        .collect();
+        .collect::<Option<Vec<_>>>()?;
     Some(Built {
         body,
         thunks,
@@ -662,6 +682,93 @@ fn build(
         after: 0,
         unmerged: 0,
     })
+}
+
+/// Make `hole` of the body read the parameter `param`: a constant or an address is
+/// `param` itself, a float its bits `bitcast`, an offset is added to the address (offset
+/// 0), a call goes through `param` with `call_indirect` (or `return_call_indirect`).
+fn fill_hole(body: &mut Function, hole: &Hole, param: ir::Value) -> Option<()> {
+    match &hole.value {
+        HoleValue::Constant { .. } | HoleValue::Address { .. } | HoleValue::Symbol { .. } => {
+            let result = *body.dfg.inst_results(hole.inst).first()?;
+            body.dfg.clear_results(hole.inst);
+            body.layout.remove_inst(hole.inst);
+            body.dfg.change_to_alias(result, param);
+        }
+        HoleValue::Float { ty, .. } => {
+            // Same result value, now `bitcast` of the bits: the same float, NaN payload
+            // and sign of zero included.
+            body.replace(hole.inst)
+                .bitcast(*ty, ir::MemFlagsData::new(), param);
+        }
+        HoleValue::Offset { .. } => {
+            let address = address_operand(body, hole.inst)?;
+            let mut pos = FuncCursor::new(body).at_inst(hole.inst);
+            let moved = pos.ins().iadd(address, param);
+            match &mut body.dfg.insts[hole.inst] {
+                InstructionData::Load { arg, offset, .. } => {
+                    *arg = moved;
+                    *offset = 0.into();
+                }
+                InstructionData::Store { args, offset, .. } => {
+                    args[1] = moved;
+                    *offset = 0.into();
+                }
+                _ => return None,
+            }
+        }
+        HoleValue::Callee { func_ref, .. } => {
+            let sig = body.dfg.ext_funcs[*func_ref].signature;
+            let InstructionData::Call { opcode, args, .. } = body.dfg.insts[hole.inst] else {
+                return None;
+            };
+            let args: Vec<ir::Value> = args.as_slice(&body.dfg.value_lists).to_vec();
+            match opcode {
+                Opcode::Call => {
+                    body.replace(hole.inst).call_indirect(sig, param, &args);
+                }
+                Opcode::ReturnCall => {
+                    body.replace(hole.inst)
+                        .return_call_indirect(sig, param, &args);
+                }
+                _ => return None,
+            }
+        }
+        HoleValue::Flags(_) => return None,
+    }
+    Some(())
+}
+
+/// Give every memory access of `body` (a copy of `members[0]`) the permissions all
+/// `members` grant at it ([`Permissions::meet`]): the flags of each member's access at
+/// the same hole.
+fn intersect_permissions(
+    body: &mut Function,
+    holes: &SecondaryMap<FuncIndex, Vec<Hole>>,
+    members: &[FuncIndex],
+) -> Option<()> {
+    let first = &holes[members[0]];
+    for (i, hole) in first.iter().enumerate() {
+        let HoleValue::Flags(own) = hole.value else {
+            continue;
+        };
+        // Equal encodings hold permissions at the same holes (`None` otherwise: no body).
+        let mut meet = own;
+        for &m in members {
+            let HoleValue::Flags(p) = holes[m].get(i)?.value else {
+                return None;
+            };
+            meet = meet.meet(p);
+        }
+        if meet == own {
+            continue;
+        }
+        let flags = body.dfg.insts[hole.inst].memflags()?;
+        let weaker = meet.apply(body.dfg.mem_flags[flags]);
+        let weaker = body.dfg.mem_flags.insert(weaker).ok()?;
+        *body.dfg.insts[hole.inst].memflags_mut()? = weaker;
+    }
+    Some(())
 }
 
 /// A function with `member`'s name and signature that calls the shared body with its own
@@ -673,7 +780,7 @@ fn thunk(
     body_signature: &ir::Signature,
     config: cranelift_codegen::isa::TargetFrontendConfig,
     tail_calls: bool,
-) -> Function {
+) -> Option<Function> {
     let mut func = Function::with_name_signature(member.name.clone(), member.signature.clone());
     let mut ctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(&mut func, &mut ctx);
@@ -682,12 +789,17 @@ fn thunk(
     b.switch_to_block(block);
     b.seal_block(block);
     let mut args = b.block_params(block).to_vec();
+    let pointer = config.pointer_type();
     for positions in params {
         let value = match &holes[positions[0]].value {
             HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
                 b.ins().iconst(*ty, *bits)
             }
-            HoleValue::Callee { name, func_ref } => {
+            HoleValue::Float { ty, bits } => {
+                let int = ir::Type::int(ty.bits() as u16)?;
+                b.ins().iconst(int, *bits as i64)
+            }
+            HoleValue::Callee { name, func_ref } | HoleValue::Address { name, func_ref } => {
                 let data = &member.dfg.ext_funcs[*func_ref];
                 let sig = b.import_signature(member.dfg.signatures[data.signature].clone());
                 let callee_name = external_name(b.func, name);
@@ -697,8 +809,23 @@ fn thunk(
                     colocated: data.colocated,
                     patchable: false,
                 });
-                b.ins().func_addr(config.pointer_type(), callee)
+                b.ins().func_addr(pointer, callee)
             }
+            HoleValue::Symbol {
+                name,
+                offset,
+                colocated,
+            } => {
+                let symbol = external_name(b.func, name);
+                let gv = b.create_global_value(ir::GlobalValueData::Symbol {
+                    name: symbol,
+                    offset: (*offset).into(),
+                    colocated: *colocated,
+                    tls: false,
+                });
+                b.ins().symbol_value(pointer, gv)
+            }
+            HoleValue::Flags(_) => return None,
         };
         args.push(value);
     }
@@ -718,7 +845,7 @@ fn thunk(
         b.ins().return_(&results);
     }
     b.finalize(config);
-    func
+    Some(func)
 }
 
 /// Point a thunk's call to the placeholder body name at `name`.

@@ -1,9 +1,10 @@
 //! Random modules of CLIF made of *families*: functions generated from one template, as
 //! exact copies, copies with other value numbers or another block layout, and copies that
-//! differ in exactly one constant, memory offset, callee, opcode, condition code, memory
-//! flag or branch order. The pass must fold the first kinds and keep the last apart (or
-//! share a body with parameters, under merge-similar), and every one must still compute
-//! what it computed.
+//! differ in exactly one integer or float constant, memory offset, callee or address
+//! taken, opcode, condition code, memory flag, alias region number or branch order. The
+//! pass must fold the first kinds and keep the last apart (or share a body with
+//! parameters, or give them one body with the weaker memory flags, under merge-similar),
+//! and every one must still compute what it computed.
 //!
 //! Every generated function is free of traps and undefined behaviour on every input:
 //! divisors are forced odd, recursion depth is masked, memory is the 256-byte buffer the
@@ -14,8 +15,10 @@
 //! (`system_v`). *Helpers* have other signatures (narrow integers, floats, the `tail`
 //! convention), call lower helpers, and recurse: through `call`, `try_call`, `return_call`
 //! or each other. Entries of some families take addresses (`func_addr` of another entry or
-//! of themselves), compare them with their arguments, or return them; others read their
-//! return address, frame pointer and stack pointer.
+//! of themselves, by `func_addr` or by `symbol_value` of the function's symbol), compare
+//! them with their arguments, or return them; others read their return address, frame
+//! pointer and stack pointer. Some entries tag every access to the buffer with one alias
+//! region (only the buffer's accesses: a region never meets another's memory).
 
 use std::fmt::Write as _;
 
@@ -68,6 +71,9 @@ pub struct Program {
     pub family_pairs: usize,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
+    /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
+    /// for every build, merged or not.
+    pub settings: Vec<String>,
 }
 
 /// Helper signatures: parameter types, return type, calling convention.
@@ -153,9 +159,13 @@ enum Site {
     Cond,
     Flags,
     Branch,
+    /// A float constant.
+    Float,
+    /// The number (`user_id`) of the buffer's alias region.
+    Region,
 }
 
-const SITES: [Site; 7] = [
+const SITES: [Site; 9] = [
     Site::Const,
     Site::Offset,
     Site::Callee,
@@ -163,6 +173,8 @@ const SITES: [Site; 7] = [
     Site::Cond,
     Site::Flags,
     Site::Branch,
+    Site::Float,
+    Site::Region,
 ];
 
 /// How one member of a family is written.
@@ -191,14 +203,26 @@ const CONDS: [&str; 10] = [
     "eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge",
 ];
 const MEMFLAGS: [&str; 4] = ["", " notrap", " aligned", " notrap aligned"];
+/// Loads may also be `can_move`: every access to the buffer is safe anywhere.
+const LOAD_MEMFLAGS: [&str; 6] = [
+    "",
+    " notrap",
+    " aligned",
+    " notrap aligned",
+    " notrap can_move",
+    " aligned can_move",
+];
 const FLOPS: [&str; 3] = ["fadd", "fsub", "fmul"];
 
 /// Writes one function of a family.
 struct Writer<'a> {
     rng: Rng,
     variant: Variant,
-    counts: [usize; 7],
+    counts: [usize; 9],
     next_value: u32,
+    next_global: u32,
+    /// The alias region of the buffer's accesses (` region0`), if the template has one.
+    region: &'static str,
     next_block: u32,
     blocks: Vec<(u32, String)>,
     decls: Vec<String>,
@@ -228,8 +252,10 @@ impl<'a> Writer<'a> {
         Writer {
             rng: rng_for(seed),
             variant,
-            counts: [0; 7],
+            counts: [0; 9],
             next_value: 0,
+            next_global: 0,
+            region: "",
             next_block: 0,
             blocks: Vec::new(),
             decls: Vec::new(),
@@ -340,14 +366,39 @@ impl<'a> Writer<'a> {
         CONDS[i]
     }
 
-    fn pick_flags(&mut self) -> &'static str {
-        let i = self.rng.below(MEMFLAGS.len());
+    fn pick_flags(&mut self, choices: &[&'static str]) -> &'static str {
+        let i = self.rng.below(choices.len());
         let i = if self.site(Site::Flags) {
-            (i + 1) % MEMFLAGS.len()
+            (i + 1) % choices.len()
         } else {
             i
         };
-        MEMFLAGS[i]
+        choices[i]
+    }
+
+    /// Tag the buffer's accesses with an alias region (numbered 100, or 101 where the
+    /// variant mutates it).
+    fn buffer_region(&mut self) {
+        let id = if self.site(Site::Region) { 101 } else { 100 };
+        self.decls.push(format!("    region0 = {id} \"buffer\"\n"));
+        self.region = " region0";
+    }
+
+    /// The address of function `name`: `func_addr`, or `symbol_value` of its symbol.
+    fn address_of(&mut self, name: &str, by_symbol: bool) -> u32 {
+        let p = self.value();
+        let line = if by_symbol {
+            let gv = self.next_global;
+            self.next_global += 1;
+            self.decls
+                .push(format!("    gv{gv} = symbol colocated %{name}\n"));
+            format!("{} = symbol_value.i64 gv{gv}", self.v(p))
+        } else {
+            let fref = self.callee(name, ENTRY_SIG, true);
+            format!("{} = func_addr.i64 {fref}", self.v(p))
+        };
+        self.line(&line);
+        p
     }
 
     /// A memory offset in the harness's buffer (multiple of 8, at most 232: 240 and 248
@@ -436,6 +487,7 @@ impl<'a> Writer<'a> {
                 let (ty, konst) = self.rng.pick(&[("f64", "f64const"), ("f32", "f32const")]);
                 let op = self.rng.pick(&FLOPS);
                 let k = self.rng.below(64) as f64 * 0.75 - 20.0;
+                let k = if self.site(Site::Float) { k + 0.5 } else { k };
                 let k = if ty == "f64" {
                     cranelift_codegen::ir::immediates::Ieee64::with_float(k).to_string()
                 } else {
@@ -525,19 +577,28 @@ impl<'a> Writer<'a> {
             }
             11 if mem.is_some() => {
                 let mem = mem.unwrap();
-                let flags = self.pick_flags();
+                let flags = self.pick_flags(&MEMFLAGS);
+                let region = self.region;
                 let off = self.offset();
                 let (store, load) = self.rng.pick(&[
                     ("store", "load.i64"),
                     ("istore32", "uload32.i64"),
                     ("istore8", "sload8.i64"),
                 ]);
-                let line = format!("{store}{flags} {}, {}+{off}", self.v(a), self.v(mem));
+                let line = format!(
+                    "{store}{flags}{region} {}, {}+{off}",
+                    self.v(a),
+                    self.v(mem)
+                );
                 self.line(&line);
-                let flags = self.pick_flags();
+                let flags = self.pick_flags(&LOAD_MEMFLAGS);
                 let off = self.offset();
                 let r = self.value();
-                let line = format!("{} = {load}{flags} {}+{off}", self.v(r), self.v(mem));
+                let line = format!(
+                    "{} = {load}{flags}{region} {}+{off}",
+                    self.v(r),
+                    self.v(mem)
+                );
                 self.line(&line);
                 r
             }
@@ -724,6 +785,10 @@ fn entry(
     ops: usize,
 ) -> String {
     let mut w = Writer::new(seed, variant, name, helpers, usize::MAX);
+    if w.rng.chance(40) {
+        w.buffer_region();
+    }
+    let by_symbol = w.rng.chance(40);
     let (a, b, mem) = (w.value(), w.value(), w.value());
     let b0 = w.block();
     w.start_block(b0, &[(a, "i64"), (b, "i64"), (mem, "i64")]);
@@ -768,10 +833,9 @@ fn entry(
                 };
                 entries[i].clone()
             };
-            let fref = w.callee(&target, ENTRY_SIG, true);
-            let (p, c, x) = (w.value(), w.value(), w.value());
+            let p = w.address_of(&target, by_symbol);
+            let (c, x) = (w.value(), w.value());
             let lines = [
-                format!("{} = func_addr.i64 {fref}", w.v(p)),
                 format!("{} = icmp eq {}, {}", w.v(c), w.v(a), w.v(p)),
                 format!("{} = uextend.i64 {}", w.v(x), w.v(c)),
             ];
@@ -805,10 +869,7 @@ fn entry(
             } else {
                 entries[i].clone()
             };
-            let fref = w.callee(&target, ENTRY_SIG, true);
-            let p = w.value();
-            let line = format!("{} = func_addr.i64 {fref}", w.v(p));
-            w.line(&line);
+            let p = w.address_of(&target, by_symbol);
             let line = format!("return {}", w.v(p));
             w.line(&line);
         }
@@ -935,7 +996,7 @@ fn helper(
 
 /// The variants of a family of `n` members: the first is the template; the others are
 /// copies (some renumbered or re-laid-out) or differ in one site.
-fn variants(rng: &mut Rng, n: usize, counts: [usize; 7]) -> Vec<Variant> {
+fn variants(rng: &mut Rng, n: usize, counts: [usize; 9]) -> Vec<Variant> {
     let mut out = vec![Variant::SAME];
     while out.len() < n {
         let mut v = Variant::SAME;
@@ -947,7 +1008,7 @@ fn variants(rng: &mut Rng, n: usize, counts: [usize; 7]) -> Vec<Variant> {
             }
             2 => v.reverse_layout = true,
             _ => {
-                let available: Vec<usize> = (0..7).filter(|&i| counts[i] > 0).collect();
+                let available: Vec<usize> = (0..SITES.len()).filter(|&i| counts[i] > 0).collect();
                 if !available.is_empty() {
                     let i = rng.pick(&available);
                     v.mutation = Some((SITES[i], rng.below(counts[i])));
@@ -1134,17 +1195,18 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),
+        settings: Vec::new(),
     }
 }
 
 /// The site counts of the last function written.
-fn last_counts() -> [usize; 7] {
+fn last_counts() -> [usize; 9] {
     COUNTS.with(|c| c.get())
 }
 
 thread_local! {
     /// The site counts of the last function written (for choosing mutations).
-    static COUNTS: std::cell::Cell<[usize; 7]> = const { std::cell::Cell::new([0; 7]) };
+    static COUNTS: std::cell::Cell<[usize; 9]> = const { std::cell::Cell::new([0; 9]) };
 }
 
 impl Drop for Writer<'_> {

@@ -178,6 +178,10 @@ pub fn clif_merge_args(
     if config.similar {
         args.push("--merge-similar".into());
     }
+    for setting in &program.settings {
+        args.push("--set".into());
+        args.push(setting.clone());
+    }
     for (glob, linkage) in &program.linkages {
         args.push("--linkage".into());
         args.push(format!("{glob}={linkage}"));
@@ -391,7 +395,7 @@ pub mod jit {
     use clif_merge::merge::similar::SimilarOptions;
     use clif_merge::plugin::FunctionMerger;
     use clif_merge::{MergeMode, MergeOptions, TargetInfo};
-    use cranelift_codegen::ir::{ExternalName, UserExternalName, UserFuncName};
+    use cranelift_codegen::ir::{ExternalName, GlobalValueData, UserExternalName, UserFuncName};
     use cranelift_jit::{JITBuilder, JITModule};
     use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
 
@@ -430,14 +434,15 @@ pub mod jit {
 
     pub fn run(program: &Program, config: Config) -> Result<Results, String> {
         let target = TargetInfo::host();
-        let isa = clif_merge::build_isa(
-            &target,
-            &[
-                ("is_pic".into(), "false".into()),
-                ("preserve_frame_pointers".into(), "true".into()),
-            ],
-        )
-        .map_err(|e| e.to_string())?;
+        let mut settings = vec![
+            ("is_pic".to_string(), "false".to_string()),
+            ("preserve_frame_pointers".into(), "true".into()),
+        ];
+        for setting in &program.settings {
+            let (name, value) = setting.split_once('=').expect("settings are NAME=VALUE");
+            settings.push((name.into(), value.into()));
+        }
+        let isa = clif_merge::build_isa(&target, &settings).map_err(|e| e.to_string())?;
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         // The libcalls the fixtures call by name, as an embedder provides them.
         builder.symbol("ceilf", ceilf as *const u8);
@@ -481,6 +486,23 @@ pub mod jit {
                         .params
                         .ensure_user_func_name(UserExternalName::new(0, ids[&callee].as_u32()));
                     func.dfg.ext_funcs[r].name = ExternalName::User(user);
+                }
+            }
+            // Symbols of the module's functions (`symbol_value`) name them as functions.
+            let gvs: Vec<_> = func.global_values.keys().collect();
+            for gv in gvs {
+                if let GlobalValueData::Symbol {
+                    name: ExternalName::TestCase(t),
+                    ..
+                } = &func.global_values[gv]
+                {
+                    let target = t.to_string().trim_start_matches('%').to_string();
+                    let user = func
+                        .params
+                        .ensure_user_func_name(UserExternalName::new(0, ids[&target].as_u32()));
+                    if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
+                        *name = ExternalName::User(user);
+                    }
                 }
             }
             bodies.push((ids[&name], func));
@@ -553,12 +575,19 @@ pub mod jit {
 
 /// A hand-written module of `fixtures/exec/`: its entries (`; entry: %name [flags]`, with
 /// `address-sensitive`, `address-result` or `reads-frame`), each called on a fixed set of
-/// integers and, when it compares addresses, on the address of every entry; and the
-/// linkages of its functions (`; linkage: GLOB=LINKAGE`, as `--linkage` takes them).
+/// integers and, when it compares addresses, on the address of every entry; the linkages
+/// of its functions (`; linkage: GLOB=LINKAGE`, as `--linkage` takes them); and `; set:
+/// NAME=VALUE` adds a Cranelift setting to every build (`opt_level=speed`, for what only
+/// the optimizer would show).
 pub fn program_from_fixture(text: &str) -> Program {
     let mut entries = Vec::new();
     let mut linkages = Vec::new();
+    let mut settings = Vec::new();
     for line in text.lines() {
+        if let Some(setting) = line.strip_prefix("; set: ") {
+            settings.push(setting.trim().to_string());
+            continue;
+        }
         if let Some(rest) = line.strip_prefix("; linkage: ") {
             let (glob, linkage) = rest.trim().split_once('=').expect("GLOB=LINKAGE");
             linkages.push((glob.to_string(), linkage.to_string()));
@@ -599,5 +628,6 @@ pub fn program_from_fixture(text: &str) -> Program {
         inputs,
         family_pairs: 0,
         linkages,
+        settings,
     }
 }
