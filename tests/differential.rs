@@ -5,7 +5,8 @@
 //! `--merge-functions disabled|trampolines|aliases`, each with and without
 //! `--merge-similar`. Every entry must return the same results on the same inputs, write
 //! the same memory, see the same return address and frame, and return addresses of the
-//! same functions.
+//! same functions. Odd seeds build with `opt_level=speed` (where alias regions and memory
+//! flags are taken at their word), even seeds without optimization.
 //!
 //! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
 //! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored
