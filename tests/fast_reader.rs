@@ -262,7 +262,7 @@ enum Mutation {
     SwapTokens(usize, usize),
     /// Replace the token by one of [`WORDS`].
     ReplaceToken(usize, usize),
-    /// Change the digits of a token that has some.
+    /// Change the digits of a token that has some, or write them with a leading zero.
     ChangeNumber(usize, usize),
     /// Insert one of [`CHARS`] before the token.
     InsertChar(usize, usize),
@@ -490,7 +490,7 @@ fn mutate(text: &str, mutation: &Mutation) -> String {
             let t = &text[r.clone()];
             let head = t.trim_end_matches(|c: char| c.is_ascii_digit());
             let digits: u64 = t[head.len()..].parse().unwrap_or(0);
-            let new = match n % 8 {
+            let new = match n % 9 {
                 0 => 0,
                 1 => digits + 1,
                 2 => digits.saturating_sub(1),
@@ -498,7 +498,9 @@ fn mutate(text: &str, mutation: &Mutation) -> String {
                 4 => 65_536,
                 5 => 4_294_967_295,
                 6 => n as u64 % 64,
-                _ => 100_000,
+                7 => 100_000,
+                // The same number with a leading zero (`v05`, `block012`).
+                _ => return splice(r, &format!("{head}0{digits}")),
             };
             splice(r, &format!("{head}{new}"))
         }
