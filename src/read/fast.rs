@@ -113,8 +113,26 @@ struct Lexer<'a> {
     pos: usize,
 }
 
+/// Byte classes, by table: the lexer spends most of its time in runs of blanks and words.
+const WORD: u8 = 1;
+const SPACE: u8 = 2;
+const CLASSES: [u8; 256] = {
+    let mut classes = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c == b'_' || c.is_ascii_alphanumeric() {
+            classes[b] = WORD;
+        } else if c == b' ' || (c >= 0x09 && c <= 0x0d) {
+            classes[b] = SPACE;
+        }
+        b += 1;
+    }
+    classes
+};
+
 fn is_word_byte(b: u8) -> bool {
-    b == b'_' || b.is_ascii_alphanumeric()
+    CLASSES[b as usize] == WORD
 }
 
 impl<'a> Lexer<'a> {
@@ -122,6 +140,7 @@ impl<'a> Lexer<'a> {
     fn next(&mut self) -> Option<(Tok<'a>, usize)> {
         let bytes = self.text.as_bytes();
         loop {
+            self.skip_while(|b| CLASSES[b as usize] == SPACE);
             let start = self.pos;
             let Some(&b) = bytes.get(start) else {
                 return Some((Tok::Eof, start));
@@ -129,12 +148,8 @@ impl<'a> Lexer<'a> {
             let single = |tok| Some((tok, start));
             self.pos += 1;
             return match b {
-                b' ' | b'\x09'..=b'\x0d' => continue,
                 b';' => {
-                    self.pos = bytes[start..]
-                        .iter()
-                        .position(|&b| b == b'\n')
-                        .map_or(bytes.len(), |i| start + i);
+                    self.skip_while(|b| b != b'\n');
                     continue;
                 }
                 b'(' => single(Tok::LPar),
@@ -200,7 +215,7 @@ impl<'a> Lexer<'a> {
         self.pos += 1;
         self.skip_while(|b| b == b'-' || b == b'.' || is_word_byte(b));
         let text = &self.text[start..self.pos];
-        let tok = if nan_or_inf || text.contains('.') {
+        let tok = if nan_or_inf || text.bytes().any(|b| b == b'.') {
             Tok::Float(text)
         } else {
             Tok::Int(text)
@@ -211,7 +226,9 @@ impl<'a> Lexer<'a> {
     /// A word: an entity (`v12`, `block3`, `gv0`, ...), a scalar type, or an identifier.
     fn word(&mut self, start: usize) -> Option<(Tok<'a>, usize)> {
         let rest = &self.text[start..];
-        if rest.starts_with("NaN") || rest.starts_with("Inf") {
+        if matches!(rest.as_bytes()[0], b'N' | b'I')
+            && (rest.starts_with("NaN") || rest.starts_with("Inf"))
+        {
             return self.number(start);
         }
         self.skip_while(is_word_byte);
