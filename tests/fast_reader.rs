@@ -7,6 +7,9 @@
 //!   with a notice where absent); prints the share of files and functions taken and
 //!   requires at least 99% of them.
 //! - `fixtures_read_exactly`: every `.clif` under `fixtures/`.
+//! - `tricky_spellings_read_exactly`: hand-written texts with the spellings that matter
+//!   (gaps, aliases, inline and out-of-order signatures, NaN payloads, vectors, cold
+//!   blocks, CRLF), taken; and near misses, declined.
 //! - `mutated_real_text_reads_exactly_or_declines`: corpus files and fixtures with random
 //!   line and token mutations (deleted, duplicated, swapped, numbers, words and characters
 //!   replaced, text cut short).
@@ -667,4 +670,67 @@ fn generated_text_reads_exactly_or_declines() {
     });
     PLAIN.report("generated text");
     MUTATED.report("mutated generated text");
+}
+
+/// Spellings the parser gives a meaning the fast reader must reproduce, each taken and
+/// equal: value and block gaps, aliases (repeated, and chained), out-of-order and inline
+/// signatures, names met twice, NaN payloads and infinities, vectors, cold blocks,
+/// regions, source locations, comments, CRLF line ends; and near misses, declined.
+#[test]
+fn tricky_spellings_read_exactly() {
+    let texts = [
+        "; a comment before\r\nfunction %gaps(i64) -> i64 fast {\r\n\
+         block3(v10: i64):\r\n    v12 = iconst.i64 -1\r\n    v20 -> v12\r\n    v20 -> v12\r\n\
+         v21 -> v20\r\n    v30 = iadd v10, v21\r\n    jump block1(v30)\r\n\
+         block1(v5: i64) cold:\r\n    return v5\r\n}\r\n",
+        "function u0:7(i64 vmctx, i32 uext) -> f64 tail {\n\
+         sig2 = (i64) -> i64 system_v\n    sig0 = (i64 vmctx) tail\n\
+         fn1 = colocated u0:3 sig2\n    fn0 = u0:3 sig0\n    fn3 = %memcpy(i64, i64, i64) -> i64 system_v\n\
+         region0 = 8 \"VMContext+0x8\"\n    region1 = 16 \"a string\nover two lines\"\n\
+         gv0 = vmctx\n    gv1 = load.i64 notrap aligned readonly gv0+8\n    stack_limit = gv1\n\
+         ss2 = explicit_slot 16, align = 8\n\
+         block0(v0: i64, v1: i32):\n\
+         @00ff                  v2 = f64const +Inf\n\
+         @0100                  v3 = f64const -NaN:0x1\n\
+         @0101                  v4 = f32const -sNaN:0x1\n\
+         v5 = fadd v2, v3  ; v5 = NaN\n\
+         v6 = load.i8x16 notrap aligned little region1 v0+16\n\
+         store little region0 v6, v0-16\n\
+         v7 = stack_addr.i64 ss2+4\n\
+         v8 = call fn1(v7)\n\
+         v9 = iconst.i32 0xffff_ffff\n\
+         v10 = icmp ult v1, v9\n\
+         brif v10, block1, block2(v5)\n\
+         block2(v11: f64):\n    return v11\n\
+         block1:\n    trap user9\n}\n",
+        "function %a() system_v {\nblock0:\n    return\n}\n\n\
+         function %b(i8) -> i8 system_v {\nblock0(v0: i8):\n\
+         v1 = iconst.i8 -128\n    v2 = iconst.i16 65535\n    v3 = ireduce.i8 v2\n\
+         v4 = select v0, v1, v3\n    br_table v0, block1, [block1, block2]\n\
+         block1:\n    return v4\nblock2:\n    return v1\n}\n",
+    ];
+    for text in texts {
+        assert_eq!(
+            check(text),
+            Ok(Outcome::Taken(text.matches("function").count())),
+            "{text}"
+        );
+    }
+    // Near misses: what the parser rejects (an unsigned `sNaN` is a word, `v01` is not a
+    // value, `block0` twice, an operand never defined) and what the fast reader leaves to
+    // it (debug tags, a `test` line, dynamic types).
+    let body = |inst: &str| {
+        format!("function %f(f32) system_v {{\nblock0(v0: f32):\n{inst}\n    return\n}}\n")
+    };
+    for text in [
+        body("    v1 = f32const sNaN:0x1"),
+        body("    v1 = fadd v01, v0"),
+        body("    v1 = fadd v0, v9"),
+        body("    jump block0\nblock0:"),
+        body("    <7> v1 = fadd v0, v0"),
+        format!("test optimize\n{}", body("")),
+        body("    v1 = load.dt0 v0"),
+    ] {
+        assert_eq!(check(&text), Ok(Outcome::Declined), "{text}");
+    }
 }
