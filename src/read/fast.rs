@@ -31,7 +31,7 @@
 //! - dynamic types, debug tags (`<...>`), stack maps, constants (`const0`),
 //!   dynamic stack slots, memory types, `userextname` references, `sarg` parameters,
 //!   stack-slot `key`s, `dyn_scale_target_const` global values, and every instruction
-//!   format not listed in [`Reader::operands`] (SIMD shuffles and lanes, atomics,
+//!   format not listed in `Reader::operands` (SIMD shuffles and lanes, atomics,
 //!   `const`s, ...);
 //! - a sign not followed by a digit, `NaN`, `Inf` or `sNaN`; bare `+`, `-`, `*`, `!`,
 //!   `@`, `<`, `>`, `#...`; characters the lexer rejects;
