@@ -40,25 +40,10 @@ fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `*.clif` under `dir`, recursively, sorted.
+/// Every `*.clif` under `dir`, recursively, sorted, as the command line finds them (none
+/// when `dir` is missing).
 fn clif_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries {
-            let p = e.expect("directory entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "clif") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    clif_merge::read::expand_inputs(&[dir.to_path_buf()]).unwrap_or_default()
 }
 
 /// The text as clif-merge hands it to a reader: `test`, `target` and `set` lines before

@@ -97,20 +97,7 @@ pub fn explain<C: CallTargets>(
 fn describe(func: &Function, block: Option<Block>, inst: Option<Inst>) -> String {
     match (inst, block) {
         (Some(inst), _) => func.dfg.display_inst(inst).to_string(),
-        (None, Some(block)) => {
-            let params: Vec<String> = func
-                .dfg
-                .block_params(block)
-                .iter()
-                .map(|&v| format!("{v}: {}", func.dfg.value_type(v)))
-                .collect();
-            let cold = if func.layout.is_cold(block) {
-                " cold"
-            } else {
-                ""
-            };
-            format!("{block}({}){cold}", params.join(", "))
-        }
+        (None, Some(block)) => block_header(func, block),
         (None, None) => {
             let mut s = format!("{}", func.signature);
             if let Some(gv) = func.stack_limit {
@@ -142,4 +129,20 @@ fn ordinal(n: usize) -> String {
         _ => "th",
     };
     format!("{n}{suffix}")
+}
+
+/// A block's header as CLIF writes it: `block3(v7: i64) cold`.
+pub(crate) fn block_header(func: &Function, block: Block) -> String {
+    let params: Vec<String> = func
+        .dfg
+        .block_params(block)
+        .iter()
+        .map(|&v| format!("{v}: {}", func.dfg.value_type(v)))
+        .collect();
+    let cold = if func.layout.is_cold(block) {
+        " cold"
+    } else {
+        ""
+    };
+    format!("{block}({}){cold}", params.join(", "))
 }

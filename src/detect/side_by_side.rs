@@ -17,9 +17,10 @@
 
 use std::fmt::Write;
 
-use cranelift_codegen::ir::{Block, Function};
+use cranelift_codegen::ir::Function;
 
 use super::align::{align, holes_differ, Alignment, AlignmentCounts, Method, PairKind, Step};
+use super::explain::block_header;
 use super::fingerprint::{linearise, ItemKind, Linearised};
 use crate::names::FuncName;
 use crate::target::TargetInfo;
@@ -202,21 +203,6 @@ fn item_text(func: &Function, kind: &ItemKind) -> String {
         ItemKind::Inst(inst, _) => func.dfg.display_inst(inst).to_string(),
         ItemKind::Block(block) => block_header(func, block),
     }
-}
-
-fn block_header(func: &Function, block: Block) -> String {
-    let params: Vec<String> = func
-        .dfg
-        .block_params(block)
-        .iter()
-        .map(|&v| format!("{v}: {}", func.dfg.value_type(v)))
-        .collect();
-    let cold = if func.layout.is_cold(block) {
-        " cold"
-    } else {
-        ""
-    };
-    format!("{block}({}){cold}", params.join(", "))
 }
 
 /// Why merge-similar, which needs equal encodings up to holes, keeps the two apart.
