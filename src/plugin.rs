@@ -13,6 +13,14 @@
 //! thunk, not an alias); mark functions whose address nobody compares with
 //! [`FunctionMerger::set_unnamed_addr`], or set `addresses_insignificant`.
 //!
+//! In a JIT every id the compiler declared must be defined, so a name the plan makes an
+//! alias or erases is a thunk there, at an address of its own: callers that take the
+//! addresses of exported functions folded as aliases are therefore not folded in a JIT
+//! (the pipeline asks its sink, [`MergeOptions::aliases_share_address`]). Inside the
+//! module every reference to an erased local function goes to the body; only the
+//! compiler's own `get_finalized_function` of that id returns the thunk, so do not compare
+//! that pointer with an address the module's code computes.
+//!
 //! [`FunctionMerger::with_merge_similar`] adds merge-similar: functions that differ only in
 //! constants, offsets and callees share a body that the merger declares in the module as a
 //! local function; the compiler's own ids all stay functions (thunks into that body).
