@@ -44,7 +44,8 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use criterion::{BenchmarkId, Criterion, SamplingMode};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode};
 use plotters::prelude::*;
 
 const BLOCK: u32 = 20;
@@ -161,6 +162,22 @@ fn generate(n: u32) -> (Module, usize) {
     (g.module, (n / BLOCK * FOLDED_PER_BLOCK) as usize)
 }
 
+/// The `scaling` group, its sampling sized by `once`, the seconds of one run outside
+/// criterion: ten flat samples for a run over 0.2 s, twenty for one over 20 ms.
+fn sized_group(c: &mut Criterion, once: f64) -> BenchmarkGroup<'_, WallTime> {
+    let mut g = c.benchmark_group("scaling");
+    if once > 0.2 {
+        g.sampling_mode(SamplingMode::Flat).sample_size(10);
+        g.measurement_time(Duration::from_secs_f64(once * 11.0));
+    } else if once > 0.02 {
+        g.sample_size(20);
+        g.measurement_time(Duration::from_secs_f64((once * 20.0 * 1.2).max(3.0)));
+    } else {
+        g.measurement_time(Duration::from_secs(4));
+    }
+    g
+}
+
 /// Peak resident memory of this process so far (Linux), in MiB.
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -206,16 +223,7 @@ fn main() {
             common::fmt_s(once),
             peak_rss_mib().unwrap_or(f64::NAN)
         );
-        let mut g = c.benchmark_group("scaling");
-        if once > 0.2 {
-            g.sampling_mode(SamplingMode::Flat).sample_size(10);
-            g.measurement_time(Duration::from_secs_f64(once * 11.0));
-        } else if once > 0.02 {
-            g.sample_size(20);
-            g.measurement_time(Duration::from_secs_f64((once * 20.0 * 1.2).max(3.0)));
-        } else {
-            g.measurement_time(Duration::from_secs(4));
-        }
+        let mut g = sized_group(&mut c, once);
         g.bench_with_input(BenchmarkId::new("merge", n), &module, |b, module| {
             b.iter(|| clif_merge::merge(black_box(module), &target, &options))
         });
@@ -240,16 +248,7 @@ fn main() {
             peak_rss_mib().unwrap_or(f64::NAN)
         );
         drop(pairs);
-        let mut g = c.benchmark_group("scaling");
-        if once > 0.2 {
-            g.sampling_mode(SamplingMode::Flat).sample_size(10);
-            g.measurement_time(Duration::from_secs_f64(once * 11.0));
-        } else if once > 0.02 {
-            g.sample_size(20);
-            g.measurement_time(Duration::from_secs_f64((once * 20.0 * 1.2).max(3.0)));
-        } else {
-            g.measurement_time(Duration::from_secs(4));
-        }
+        let mut g = sized_group(&mut c, once);
         g.bench_with_input(BenchmarkId::new("candidates", n), &module, |b, module| {
             b.iter(|| find_candidates(black_box(module), &target, &members, &candidate_options))
         });

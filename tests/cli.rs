@@ -1462,10 +1462,9 @@ fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
 
 #[test]
 fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
-    let constants = fixture("similar/constants.clif");
-    let run_explain = |a: &str, b: &str| {
+    let explain_in = |file: &str, a: &str, b: &str| {
         run(args![
-            &constants,
+            &fixture(file),
             "--target",
             X86,
             "--merge-similar",
@@ -1476,6 +1475,7 @@ fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
         .ok()
         .stdout
     };
+    let run_explain = |a: &str, b: &str| explain_in("similar/constants.clif", a, b);
     let text = run_explain("%narrow_a", "%narrow_c");
     assert!(text.contains("%narrow_a and %narrow_c differ"), "{text}");
     assert!(
@@ -1503,20 +1503,7 @@ fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
     assert!(text.contains("constant"), "{text}");
 
     // Memory flags: the permissions that differ, and what became of them.
-    let flags = fixture("similar/memory_flags.clif");
-    let run_explain = |a: &str, b: &str| {
-        run(args![
-            &flags,
-            "--target",
-            X86,
-            "--merge-similar",
-            "--explain",
-            a,
-            b
-        ])
-        .ok()
-        .stdout
-    };
+    let run_explain = |a: &str, b: &str| explain_in("similar/memory_flags.clif", a, b);
     let text = run_explain("%plain", "%aligned_notrap");
     assert!(
         text.contains("with holes they are similar: 2 hole(s) hold different values"),
