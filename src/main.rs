@@ -328,7 +328,6 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             || cli.size.compare.is_some()
             || cli.size.plot.is_some()
             || (!cli.quiet && std::io::stdout().is_terminal()));
-    let original = cli::size::keep_original(&cli.size, merging_similar, sizes_shown, &module);
     let sizing_isa = isa.clone();
     let building_s = start.elapsed().as_secs_f64();
 
@@ -348,7 +347,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         }
     };
     let merge_s = building_s + analysis.seconds;
-    let (module, plan, similar) = (analysis.module, analysis.plan, analysis.similar);
+    let (module, plan, similar, replaced) = (
+        analysis.module,
+        analysis.plan,
+        analysis.similar,
+        analysis.replaced,
+    );
     if let (Some(pair), false) = (&cli.explain, merging_similar) {
         explanation = Some(explain_pair(
             &module,
@@ -424,8 +428,8 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     );
     let mut report = match similar {
         Some(mut similar) => {
-            if let (true, Some(original), Some(isa)) = (sizes_shown, &original, &sizing_isa) {
-                cli::size::measure_similar_unmerged(&mut similar, original, &**isa)?;
+            if let (true, Some(isa)) = (sizes_shown, &sizing_isa) {
+                cli::size::measure_similar_unmerged(&mut similar, &module, &replaced, &**isa)?;
             }
             report.with_similar(similar)
         }
@@ -433,7 +437,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     };
     let facts = cli::size::RunFacts {
         module: &module,
-        original: original.as_ref(),
+        replaced: &replaced,
         target: &target,
         options: &options.merge,
         plan: final_plan,

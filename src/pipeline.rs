@@ -29,7 +29,9 @@ use crate::emit::jit::{JitFunctions, JitSink};
 use crate::emit::object::ObjectSink;
 use crate::emit::sink::{Emitted, Sink};
 use crate::emit::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::similar::{merge_similar, SimilarOptions, SimilarReport};
+use crate::merge::similar::{
+    merge_similar_keeping_replaced, Replaced, SimilarOptions, SimilarReport,
+};
 use crate::merge::{merge, MergeMode, MergeOptions, MergePlan, Module};
 use crate::target::TargetInfo;
 
@@ -53,6 +55,9 @@ pub struct Analysis {
     pub plan: MergePlan,
     /// What merge-similar did, when it ran.
     pub similar: Option<SimilarReport>,
+    /// The bodies merge-similar replaced, as read (with `module`, the module as read). They
+    /// are freed with the analysis, after the code is compiled, not during the analysis.
+    pub replaced: Replaced,
     /// Seconds spent analysing.
     pub seconds: f64,
 }
@@ -97,11 +102,12 @@ pub fn analyse(
     options: &PipelineOptions,
 ) -> Result<Analysis, EmitError> {
     let start = Instant::now();
-    let (module, similar) = match (similar_options(options), isa) {
-        (None, _) => (module, None),
+    let (module, similar, replaced) = match (similar_options(options), isa) {
+        (None, _) => (module, None, Replaced::default()),
         (Some(similar), Some(isa)) => {
-            let (module, report) = merge_similar(module, target, isa, &options.merge, similar);
-            (module, Some(report))
+            let (module, report, replaced) =
+                merge_similar_keeping_replaced(module, target, isa, &options.merge, similar);
+            (module, Some(report), replaced)
         }
         (Some(_), None) => {
             return Err(EmitError::UnsupportedTarget {
@@ -116,6 +122,7 @@ pub fn analyse(
         module,
         plan,
         similar,
+        replaced,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -136,21 +143,27 @@ fn analyse_into<S: Sink>(
     sink: &mut S,
 ) -> Result<Analysis, S::Error> {
     let start = Instant::now();
-    let (module, similar) = match similar_options(options) {
+    let (module, similar, replaced) = match similar_options(options) {
         Some(similar) => {
             let isa = sink.module().isa();
-            let (rewritten, report) =
-                sink.on_pool(|| merge_similar(module, target, isa, &options.merge, similar));
+            let (rewritten, report, replaced) = sink.on_pool(|| {
+                merge_similar_keeping_replaced(module, target, isa, &options.merge, similar)
+            });
             let count = report.groups.len();
-            (sink.shared_bodies(rewritten, count)?, Some(report))
+            (
+                sink.shared_bodies(rewritten, count)?,
+                Some(report),
+                replaced,
+            )
         }
-        None => (module, None),
+        None => (module, None, Replaced::default()),
     };
     let plan = sink.on_pool(|| merge(&module, target, &options.merge));
     Ok(Analysis {
         module,
         plan,
         similar,
+        replaced,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

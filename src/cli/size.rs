@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clif_merge::emit::compile::text_size;
-use clif_merge::merge::similar::SimilarReport;
+use clif_merge::merge::similar::{Replaced, SimilarReport};
 use clif_merge::merge::{explain_in_plan, MergeOptions, MergePlan, Module};
 use clif_merge::report::compare::{compare, GroupKind, LostFold};
 use clif_merge::report::gate::{regression, Threshold};
@@ -52,8 +52,8 @@ pub struct SizeArgs {
 pub struct RunFacts<'a> {
     /// The module merged and emitted (after merge-similar, if it ran).
     pub module: &'a Module,
-    /// The module as read, when merge-similar rewrote it.
-    pub original: Option<&'a Module>,
+    /// The bodies merge-similar replaced: with `module`, the module as read.
+    pub replaced: &'a Replaced,
     /// The target.
     pub target: &'a TargetInfo,
     /// The merge options.
@@ -62,29 +62,15 @@ pub struct RunFacts<'a> {
     pub plan: &'a MergePlan,
 }
 
-/// A copy of `module` as read, kept when merge-similar is about to rewrite it and the run
-/// reports sizes (`sizes_shown`: an object is written and a report, comparison, plot or
-/// summary shows its bytes) or makes a comparison: for measuring what merge-similar's
-/// members took unmerged ([`measure_similar_unmerged`]) and explaining lost folds.
-pub fn keep_original(
-    args: &SizeArgs,
-    merging_similar: bool,
-    sizes_shown: bool,
-    module: &Module,
-) -> Option<Module> {
-    if !merging_similar || (args.compare.is_none() && !sizes_shown) {
-        return None;
-    }
-    Some(module.clone())
-}
-
-/// Compile every member of every merge-similar group from its body as read (`original`),
-/// in parallel, and set each group's `unmerged_bytes` to what they take: exact bytes for
-/// the report, where merge-similar's cost model only estimates them (it compiles nothing).
-/// Done only for runs that show sizes, and timed in none of the report's timings.
+/// Compile every member of every merge-similar group from its body as read (`replaced`,
+/// with `module` the merged module), in parallel, and set each group's `unmerged_bytes` to
+/// what they take: exact bytes for the report, where merge-similar's cost model only
+/// estimates them (it compiles nothing). Done only for runs that show sizes, and timed in
+/// none of the report's timings.
 pub fn measure_similar_unmerged(
     similar: &mut SimilarReport,
-    original: &Module,
+    module: &Module,
+    replaced: &Replaced,
     isa: &dyn TargetIsa,
 ) -> Result<(), String> {
     use rayon::prelude::*;
@@ -98,9 +84,9 @@ pub fn measure_similar_unmerged(
         .par_iter()
         .map(|&(g, name)| {
             let f = FuncName::parse(name)
-                .and_then(|n| original.lookup(&n))
+                .and_then(|n| module.lookup(&n))
                 .ok_or_else(|| format!("merge-similar member {name} is not in the input"))?;
-            let bytes = text_size(isa, original.get(f).func.clone())
+            let bytes = text_size(isa, replaced.as_read(module, f).clone())
                 .map_err(|e| format!("function {name}: code generation failed: {e}"))?;
             Ok((g, bytes))
         })
@@ -202,10 +188,10 @@ fn explain(run: &RunFacts, report: &Report, fold: &LostFold) -> Option<String> {
             if let Some(now) = &fold.now_in {
                 return Some(format!("now in another merge-similar group, {now}"));
             }
-            let module = run.original.unwrap_or(run.module);
-            let find = |n: &str| module.lookup(&FuncName::parse(n)?);
+            let find = |n: &str| run.module.lookup(&FuncName::parse(n)?);
             let (fa, fb) = (find(a)?, find(b)?);
-            let (fa, fb) = (&module.get(fa).func, &module.get(fb).func);
+            let as_read = |f| run.replaced.as_read(run.module, f);
+            let (fa, fb) = (as_read(fa), as_read(fb));
             Some(match clif_merge::detect::similar(run.target, fa, fb) {
                 Ok(holes) => format!(
                     "similar ({} hole(s) differ): the cost model or the parameter limit kept them apart",

@@ -72,7 +72,6 @@ use super::groups;
 use super::module::{FuncIndex, Linkage, Module};
 use super::MergeOptions;
 use crate::detect::encode::Token;
-use crate::detect::function_hash;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::Permissions;
 use crate::names::{external_name, user_func_name, FuncName};
@@ -281,11 +280,12 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
     let reps: Vec<FuncIndex> = module.indices().filter(|&f| class_of[f] == f).collect();
 
     // Hole encodings of the representatives that share their hash with another (the hash
-    // reads neither constants nor callees), in parallel, gathered in index order.
+    // reads neither constants nor callees; the identical driver's walk computed it), in
+    // parallel, gathered in index order.
     let mut per_hash: HashMap<u64, u32> = HashMap::new();
     let hashes: Vec<u64> = reps
-        .par_iter()
-        .map(|&f| function_hash(&module.get(f).func))
+        .iter()
+        .map(|&f| found.hashes[f.as_u32() as usize])
         .collect();
     for &h in &hashes {
         *per_hash.entry(h).or_default() += 1;
@@ -390,7 +390,58 @@ pub fn merge_similar(
     options: &MergeOptions,
     similar: &SimilarOptions,
 ) -> (Module, SimilarReport) {
+    let (module, report, replaced) =
+        merge_similar_keeping_replaced(module, target, isa, options, similar);
+    // The replaced bodies are many and large: freed on every thread.
+    replaced.bodies.into_par_iter().for_each(drop);
+    (module, report)
+}
+
+/// The bodies merge-similar replaced, as they were read: every function it turned into a
+/// thunk or gave a made-equal body. Handed back rather than freed by the pass: freeing
+/// thousands of bodies is work a caller can do once the code is compiled, and with the
+/// rewritten module they are the module as read, for whoever needs it (the command line's
+/// size reports) without a copy of the whole module made beforehand.
+#[derive(Default)]
+pub struct Replaced {
+    /// By function, in index order.
+    bodies: Vec<(FuncIndex, Function)>,
+}
+
+impl Replaced {
+    /// `f`'s body as read, if merge-similar replaced it.
+    pub fn get(&self, f: FuncIndex) -> Option<&Function> {
+        let at = self.bodies.binary_search_by_key(&f, |(g, _)| *g).ok()?;
+        Some(&self.bodies[at].1)
+    }
+
+    /// `f`'s body as read: the one replaced, or `module`'s (the module merge-similar
+    /// returned, in which every function read keeps its index).
+    pub fn as_read<'a>(&'a self, module: &'a Module, f: FuncIndex) -> &'a Function {
+        self.get(f).unwrap_or(&module.get(f).func)
+    }
+
+    /// How many bodies were replaced.
+    pub fn len(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty()
+    }
+}
+
+/// [`merge_similar`], handing back the bodies it replaced instead of freeing them.
+pub fn merge_similar_keeping_replaced(
+    module: Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    options: &MergeOptions,
+    similar: &SimilarOptions,
+) -> (Module, SimilarReport, Replaced) {
     let mut report = SimilarReport::default();
+    let mut replaced: Vec<(FuncIndex, Function)> = Vec::new();
     let analysis = analyse(&module, target, options);
     report.over_hole_limit = analysis.over_hole_limit;
     let built: Vec<Option<(Candidate, Built)>> = build_all(&module, target, isa, &analysis)
@@ -461,11 +512,11 @@ pub fn merge_similar(
         for m in members {
             let mut func = body.clone();
             func.name = module.get(m).func.name.clone();
-            module.get_mut(m).func = func;
+            replaced.push((m, std::mem::replace(&mut module.get_mut(m).func, func)));
         }
     }
     if accepted.is_empty() {
-        return (module, report);
+        return (module, report, Replaced::sorted(replaced));
     }
 
     // Every member of every class in a group gets the thunk of its representative (equal
@@ -507,11 +558,10 @@ pub fn merge_similar(
         .collect();
 
     // The new module: thunks in place of members, shared bodies appended in group order.
-    let mut replaced: Vec<Function> = Vec::new();
     let mut bodies: Vec<Function> = Vec::with_capacity(finished.len());
     for (group, body, thunks) in finished {
         for (m, thunk) in thunks {
-            replaced.push(std::mem::replace(&mut module.get_mut(m).func, thunk));
+            replaced.push((m, std::mem::replace(&mut module.get_mut(m).func, thunk)));
         }
         report.groups.push(group);
         bodies.push(body);
@@ -521,9 +571,15 @@ pub fn merge_similar(
             .add(body, Linkage::Local, true)
             .expect("shared body names are fresh");
     }
-    // The replaced bodies are many and large: freed on every thread.
-    replaced.into_par_iter().for_each(drop);
-    (module, report)
+    (module, report, Replaced::sorted(replaced))
+}
+
+impl Replaced {
+    /// From bodies in any order (each function at most once).
+    fn sorted(mut bodies: Vec<(FuncIndex, Function)>) -> Self {
+        bodies.sort_unstable_by_key(|(f, _)| *f);
+        Self { bodies }
+    }
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.

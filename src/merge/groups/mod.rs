@@ -101,6 +101,7 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
         shapes,
         callers,
         address_used,
+        hashes,
     } = first_pass(module, target, &facts);
     let mut classes = Classes::new(module);
     fold_in_tree(&facts, &callers, &shapes, &mut classes);
@@ -120,6 +121,7 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
     Found {
         groups,
         address_used,
+        hashes,
     }
 }
 
@@ -129,4 +131,7 @@ pub(crate) struct Found {
     pub groups: Vec<(Vec<FuncIndex>, FoundBy)>,
     /// Functions whose address some function takes.
     pub address_used: SecondaryMap<FuncIndex, bool>,
+    /// Every function's structural hash ([`crate::detect::function_hash`]), by index: for
+    /// merge-similar, whose groups share it too (it reads neither constants nor callees).
+    pub hashes: Vec<u64>,
 }

@@ -323,6 +323,8 @@ pub(super) struct FirstPass {
     pub(super) callers: Callers,
     /// Functions whose address some function takes.
     pub(super) address_used: SecondaryMap<FuncIndex, bool>,
+    /// Every function's structural hash ([`crate::detect::function_hash`]), by index.
+    pub(super) hashes: Vec<u64>,
 }
 
 /// The first pass: every function walked (hash, references) and, where its hash is
@@ -426,6 +428,10 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
             (callers, address_used)
         },
     );
+    let hashes: Vec<u64> = walks
+        .iter()
+        .flat_map(|w| w.walked.iter().map(|walked| walked.hash))
+        .collect();
     drop(walks);
 
     let mut shapes = Shapes {
@@ -460,5 +466,6 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
         shapes,
         callers,
         address_used,
+        hashes,
     }
 }
