@@ -123,3 +123,15 @@ pub fn external_name(func: &mut ir::Function, name: &FuncName) -> ir::ExternalNa
         }
     }
 }
+
+/// `base`, or `base_1`, `base_2`, ... : the first that is not in `in_use`, which it joins.
+pub(crate) fn fresh_symbol(base: String, in_use: &mut std::collections::HashSet<String>) -> String {
+    let mut symbol = base.clone();
+    let mut n = 1;
+    while in_use.contains(&symbol) {
+        symbol = format!("{base}_{n}");
+        n += 1;
+    }
+    in_use.insert(symbol.clone());
+    symbol
+}

@@ -7,9 +7,9 @@
 //! *address-significant* unless the user says addresses are not observed (LLVM's
 //! `unnamed_addr`, rustc's view of its own functions).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use cranelift_codegen::ir::{FuncRef, Function, GlobalValueData, InstructionData};
+use cranelift_codegen::ir::{ExternalName, FuncRef, Function, GlobalValueData, InstructionData};
 pub use cranelift_module::Linkage;
 
 use crate::detect::hash::StableState;
@@ -142,6 +142,39 @@ impl Module {
     /// Mutable access to the function at `index` (linkage, unnamed_addr).
     pub fn get_mut(&mut self, index: FuncIndex) -> &mut ModuleFunction {
         &mut self.functions[index]
+    }
+
+    /// The symbols starting with `prefix` that the module defines or refers to (calls,
+    /// function addresses, `symbol` global values): what a name made up for a new
+    /// function must not be, or it would take the place of a function the program calls.
+    pub fn symbols_starting_with(&self, prefix: &str) -> HashSet<String> {
+        let mut found = HashSet::new();
+        let mut note = |symbol: &[u8]| {
+            if symbol.starts_with(prefix.as_bytes()) {
+                found.insert(String::from_utf8_lossy(symbol).into_owned());
+            }
+        };
+        for m in self.functions.values() {
+            note(m.name.symbol().as_bytes());
+            let names = m.func.dfg.ext_funcs.values().map(|ext| &ext.name);
+            let symbols = m.func.global_values.values().filter_map(|gv| match gv {
+                GlobalValueData::Symbol { name, .. } => Some(name),
+                _ => None,
+            });
+            for name in names.chain(symbols) {
+                match name {
+                    ExternalName::TestCase(t) => note(t.raw()),
+                    // `u<namespace>:<index>`: only a prefix starting with `u` can match.
+                    ExternalName::User(_) if !prefix.starts_with('u') => {}
+                    ExternalName::User(_)
+                    | ExternalName::LibCall(_)
+                    | ExternalName::KnownSymbol(_) => {
+                        note(FuncName::of_external(&m.func, name).symbol().as_bytes())
+                    }
+                }
+            }
+        }
+        found
     }
 
     /// The function named `name`.

@@ -33,6 +33,7 @@ use cranelift_entity::SecondaryMap;
 use super::module::{FuncIndex, Linkage, Module};
 use super::plan::{Action, Body, FoundBy, Group, MergePlan};
 use super::MergeOptions;
+use crate::names::fresh_symbol;
 use crate::target::TargetInfo;
 
 /// The key that chooses the kept function: smallest wins.
@@ -78,6 +79,10 @@ pub(crate) fn plan_groups(
     };
 
     let mut plan = MergePlan::default();
+    // The symbols shared bodies may not take: those of the module, defined or called, and
+    // the bodies' own (two kept names may read the same once sanitized). Found only when
+    // some group needs a shared body.
+    let mut in_use: Option<std::collections::HashSet<String>> = None;
     let mut groups: Vec<Group> = groups
         .into_iter()
         .map(|(members, found_by)| {
@@ -100,8 +105,10 @@ pub(crate) fn plan_groups(
                 .collect();
             folded.sort_by(|a, b| module.get(a.0).name.cmp(&module.get(b.0).name));
             let body = if shared {
+                let in_use =
+                    in_use.get_or_insert_with(|| module.symbols_starting_with(SHARED_BODY_PREFIX));
                 Body::SharedLocal {
-                    symbol: shared_body_symbol(&module.get(kept).name),
+                    symbol: fresh_symbol(shared_body_symbol(&module.get(kept).name), in_use),
                 }
             } else {
                 Body::Kept
@@ -133,9 +140,13 @@ pub(crate) fn plan_groups(
     plan
 }
 
-/// The symbol of the local body shared by a group whose kept function is preemptible:
-/// `clif_merge_body_` and the kept symbol with every character that is not a letter, digit
-/// or `_` made `_` (so it is also a valid CLIF test-case name).
+/// What the symbols of shared bodies start with.
+const SHARED_BODY_PREFIX: &str = "clif_merge_body_";
+
+/// The symbol the local body shared by a group whose kept function is preemptible is
+/// named after: `clif_merge_body_` and the kept symbol with every character that is not a
+/// letter, digit or `_` made `_` (so it is also a valid CLIF test-case name). The plan
+/// adds `_1`, `_2`, ... where the module defines or refers to that symbol already.
 pub fn shared_body_symbol(kept: &crate::names::FuncName) -> String {
     let sanitized: String = kept
         .symbol()
@@ -148,5 +159,5 @@ pub fn shared_body_symbol(kept: &crate::names::FuncName) -> String {
             }
         })
         .collect();
-    format!("clif_merge_body_{sanitized}")
+    format!("{SHARED_BODY_PREFIX}{sanitized}")
 }

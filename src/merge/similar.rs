@@ -56,7 +56,7 @@
 //! module. Deterministic: groups are ordered by their encoding, members by index, and the
 //! new bodies are appended in group order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
@@ -74,7 +74,7 @@ use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::Permissions;
-use crate::names::{external_name, user_func_name, FuncName};
+use crate::names::{external_name, fresh_symbol, user_func_name, FuncName};
 use crate::target::TargetInfo;
 
 /// Most parameters a shared body may add, whatever the calling convention. For `tail`
@@ -474,7 +474,7 @@ pub fn merge_similar_keeping_replaced(
 
     // The groups that pay, each body named (in group order, so names do not depend on
     // threads).
-    let mut taken: std::collections::HashSet<FuncName> = std::collections::HashSet::new();
+    let mut in_use: Option<HashSet<String>> = None;
     let mut accepted: Vec<(Candidate, Built, FuncName)> = Vec::new();
     let mut made_equal: Vec<(Vec<FuncIndex>, Function)> = Vec::new();
     for (candidate, b) in built.into_iter().flatten() {
@@ -498,7 +498,8 @@ pub fn merge_similar_keeping_replaced(
             report.rejected_by_cost += 1;
             continue;
         }
-        let name = unique_body_name(&module, &mut taken, &module.get(candidate.members[0]).name);
+        let in_use = in_use.get_or_insert_with(|| module.symbols_starting_with(BODY_PREFIX));
+        let name = unique_body_name(in_use, &module.get(candidate.members[0]).name);
         accepted.push((candidate, b, name));
     }
     let mut module = module;
@@ -590,6 +591,9 @@ struct Built {
     after: u64,
     unmerged: u64,
 }
+
+/// What the names of shared bodies start with.
+const BODY_PREFIX: &str = "clif_merge_similar_";
 
 /// The name every thunk calls before the body is named.
 const BODY_PLACEHOLDER: &str = "clif_merge_similar_body";
@@ -908,33 +912,31 @@ fn thunk(
     Some(func)
 }
 
-/// Point a thunk's call to the placeholder body name at `name`.
+/// Point a thunk's call to the body at `name`. The call is found by what it is (the
+/// thunk's one direct call), not by the placeholder's name, which a member might also
+/// take the address of.
 fn rename_body_calls(thunk: &mut Function, name: &FuncName) {
-    let placeholder = FuncName::TestCase(BODY_PLACEHOLDER.into());
-    let refs: Vec<ir::FuncRef> = thunk.dfg.ext_funcs.keys().collect();
-    for r in refs {
-        if FuncName::of_external(thunk, &thunk.dfg.ext_funcs[r].name) == placeholder {
-            thunk.dfg.ext_funcs[r].name = external_name(thunk, name);
-        }
+    let entry = thunk.layout.entry_block().expect("a thunk has a body");
+    let calls: Vec<ir::FuncRef> = thunk
+        .layout
+        .block_insts(entry)
+        .filter_map(|inst| match thunk.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } => Some(func_ref),
+            _ => None,
+        })
+        .collect();
+    debug_assert_eq!(calls.len(), 1, "a thunk calls its body once");
+    for r in calls {
+        thunk.dfg.ext_funcs[r].name = external_name(thunk, name);
     }
 }
 
-/// `clif_merge_similar_<first member>`, made unique against the module and earlier bodies.
-fn unique_body_name(
-    module: &Module,
-    taken: &mut std::collections::HashSet<FuncName>,
-    first: &FuncName,
-) -> FuncName {
+/// `clif_merge_similar_<first member>`, made unique against the symbols the module defines
+/// or refers to and earlier bodies' (`in_use`, from [`Module::symbols_starting_with`]).
+fn unique_body_name(in_use: &mut HashSet<String>, first: &FuncName) -> FuncName {
     let base = format!(
-        "clif_merge_similar_{}",
+        "{BODY_PREFIX}{}",
         super::policy::shared_body_symbol(first).trim_start_matches("clif_merge_body_")
     );
-    let mut name = FuncName::TestCase(base.clone());
-    let mut n = 1;
-    while module.lookup(&name).is_some() || taken.contains(&name) {
-        name = FuncName::TestCase(format!("{base}_{n}"));
-        n += 1;
-    }
-    taken.insert(name.clone());
-    name
+    FuncName::TestCase(fresh_symbol(base, in_use))
 }
