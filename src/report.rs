@@ -241,20 +241,44 @@ impl Report {
     /// calls run now (their thunks), when an object was written.
     pub fn with_similar(mut self, mut similar: SimilarReport) -> Self {
         self.functions -= similar.groups.len();
-        for group in &mut similar.groups {
-            let body = self.symbols.iter().position(|s| s.name == group.body);
-            group.body_bytes = body.and_then(|i| self.symbols.remove(i).body_bytes);
+        // Symbols by name (the first of a name, as a search from the start finds it).
+        let mut at: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::with_capacity(self.symbols.len());
+        for (i, s) in self.symbols.iter().enumerate() {
+            at.entry(s.name.as_str()).or_insert(i);
+        }
+        let found: Vec<(Option<usize>, Vec<usize>)> = similar
+            .groups
+            .iter()
+            .map(|group| {
+                let members = group
+                    .members
+                    .iter()
+                    .filter_map(|m| at.get(m.as_str()).copied())
+                    .collect();
+                (at.get(group.body.as_str()).copied(), members)
+            })
+            .collect();
+        let mut bodies = vec![false; self.symbols.len()];
+        for (group, (body, mut members)) in similar.groups.iter_mut().zip(found) {
+            group.body_bytes = body.and_then(|i| {
+                bodies[i] = true;
+                self.symbols[i].body_bytes
+            });
             let mut runs = group.body_bytes;
-            for symbol in self
-                .symbols
-                .iter_mut()
-                .filter(|s| group.members.contains(&s.name))
-            {
+            members.sort_unstable();
+            for i in members {
+                let symbol = &mut self.symbols[i];
                 symbol.similar_body = Some(group.body.clone());
                 runs = runs.zip(symbol.body_bytes).map(|(a, b)| a + b);
             }
             group.saved_bytes = runs.map(|r| group.unmerged_bytes as i64 - r as i64);
         }
+        let mut i = 0;
+        self.symbols.retain(|_| {
+            i += 1;
+            !bodies[i - 1]
+        });
         self.similar = Some(similar);
         self
     }
