@@ -554,3 +554,37 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
         "a local, anonymous shared body: {defined:?}"
     );
 }
+
+#[test]
+fn a_shared_body_takes_no_name_in_the_callers_module() {
+    // Equal preemptible functions share a local body. In the caller's module it is
+    // anonymous: a name of ours could be one the caller declared for something else (here
+    // an import spelled as the body's name would be, which must stay an import).
+    let mut module = jit_module();
+    let a = declare(&mut module, "a", Linkage::Preemptible);
+    let b = declare(&mut module, "b", Linkage::Preemptible);
+    let symbol = format!("clif_merge_body_u0_{}", a.as_u32());
+    let import = declare(&mut module, &symbol, Linkage::Import);
+    let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default()).unwrap();
+    for id in [a, b] {
+        merger.add(id, add_const(&module, id, I64, 7)).unwrap();
+    }
+    let merged = merger.define_in_jit(&mut module).unwrap();
+    assert_eq!(merged.plan().folded_count(), 1);
+    let decls = module.declarations();
+    assert_eq!(decls.get_function_decl(import).linkage, Linkage::Import);
+    assert_eq!(
+        decls
+            .get_functions()
+            .filter(|(_, d)| d.name.is_none())
+            .count(),
+        1,
+        "one anonymous shared body"
+    );
+    module.finalize_definitions().unwrap();
+    for id in [a, b] {
+        let f: extern "C" fn(i64) -> i64 =
+            unsafe { std::mem::transmute(module.get_finalized_function(id)) };
+        assert_eq!(f(35), 42, "{id}");
+    }
+}

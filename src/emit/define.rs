@@ -106,7 +106,14 @@ pub fn define_all<M: CraneliftModule>(
         let k = module.get(group.kept);
         let id = match &group.body {
             Body::Kept => id_for(m, &k.name, k.linkage, &k.func.signature)?,
-            Body::SharedLocal { symbol } => declare(m, symbol, Linkage::Local, &k.func.signature)?,
+            // In the caller's module, anonymous: it adds no name to the caller's namespace,
+            // where a name of ours could meet one the caller declared.
+            Body::SharedLocal { symbol } => match naming {
+                Naming::Declare => declare(m, symbol, Linkage::Local, &k.func.signature)?,
+                Naming::Existing => m
+                    .declare_anonymous_function(&k.func.signature)
+                    .map_err(|e| module_error(format!("declaring {symbol}"), e))?,
+            },
         };
         body_id.insert(group.kept, id);
     }
