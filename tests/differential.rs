@@ -11,7 +11,9 @@
 //! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
 //! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored
 //! --nocapture`, runs programs until that many pairs of family members have been built and
-//! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran. A failing
+//! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran: programs,
+//! functions, family pairs, the near-twin pairs among them (members that differ by
+//! structural edits, issue #14) and how many members each kind of edit changed. A failing
 //! program is written under `target/tmp/differential-failures/` with the configuration
 //! and the differences.
 
@@ -20,7 +22,7 @@ mod differential_exec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use differential_exec::gen::{self, Shape};
+use differential_exec::gen::{self, Edit, Shape};
 use differential_exec::{
     compare, keep_failure, program_from_fixture, run, Arch, Config, Mode, Output,
 };
@@ -68,6 +70,10 @@ struct Tally {
     programs: AtomicUsize,
     functions: AtomicUsize,
     pairs: AtomicUsize,
+    /// Pairs of near-twin family members that differ by structural edits.
+    near_twin_pairs: AtomicUsize,
+    /// Members each structural edit changed, by [`Edit::ALL`]'s order.
+    edits: [AtomicUsize; Edit::ALL.len()],
     builds: AtomicUsize,
     calls: AtomicUsize,
     failures: Mutex<Vec<String>>,
@@ -140,14 +146,28 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
     tally
         .pairs
         .fetch_add(program.family_pairs, Ordering::Relaxed);
+    tally
+        .near_twin_pairs
+        .fetch_add(program.near_twin_pairs, Ordering::Relaxed);
+    for (count, &n) in tally.edits.iter().zip(&program.edits) {
+        count.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 fn report(tally: &Tally) -> String {
+    let edits: Vec<String> = Edit::ALL
+        .iter()
+        .zip(&tally.edits)
+        .map(|(e, n)| format!("{} {}", e.name(), n.load(Ordering::Relaxed)))
+        .collect();
     format!(
-        "{} programs, {} functions, {} family pairs, {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs ({} near-twin pairs; members changed by \
+         each structural edit: {}), {} builds, {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
+        tally.near_twin_pairs.load(Ordering::Relaxed),
+        edits.join(", "),
         tally.builds.load(Ordering::Relaxed),
         tally.calls.load(Ordering::Relaxed),
     )
@@ -159,6 +179,8 @@ const SHAPE: Shape = Shape {
     family_size: 8,
     inputs_per_entry: 4,
     frame_readers: true,
+    twin_helper_families: 3,
+    twin_entry_families: 5,
 };
 
 #[test]
@@ -169,6 +191,24 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
         check_seed(seed, SHAPE, &archs, &tally);
     }
     eprintln!("differential: {}", report(&tally));
+    // The near-twin families are really there: pairs that differ by structural edits, and
+    // every kind of edit changed some member.
+    assert!(
+        tally.near_twin_pairs.load(Ordering::Relaxed) >= 100,
+        "too few near-twin pairs: {}",
+        report(&tally)
+    );
+    let missing: Vec<&str> = Edit::ALL
+        .iter()
+        .zip(&tally.edits)
+        .filter(|(_, n)| n.load(Ordering::Relaxed) == 0)
+        .map(|(e, _)| e.name())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no member changed by {missing:?}: {}",
+        report(&tally)
+    );
     let failures = tally.failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -223,6 +263,8 @@ fn long_mode() {
         family_size: 24,
         inputs_per_entry: 6,
         frame_readers: true,
+        twin_helper_families: 4,
+        twin_entry_families: 12,
     };
     let archs = architectures();
     let tally = Tally::default();

@@ -617,6 +617,8 @@ fn generated(seed: u64) -> String {
             family_size: 2,
             inputs_per_entry: 1,
             frame_readers: seed % 8 == 3,
+            twin_helper_families: 1,
+            twin_entry_families: 1,
         };
         return differential_exec::gen::program(seed, shape).clif;
     }

@@ -6,8 +6,22 @@
 //! parameters, or give them one body with the weaker memory flags, under merge-similar),
 //! and every one must still compute what it computed.
 //!
+//! *Near-twin* families (issue #14's alignment merging) come after the others, from an RNG
+//! of their own, so a seed's module is the one it gave before they existed with these
+//! families appended. Their members differ from the template by one to three *structural
+//! edits* ([`Edit`]), as `bench/README.md` §9 found near-twins in real code: an extra pure
+//! instruction whose result a shared instruction uses, an extra store to the buffer or call
+//! of a helper, a missing instruction, an operation at another width or extended by the
+//! other opcode, signed for unsigned division, another branch condition, another block
+//! argument to a join or a loop header, an extra instruction in a loop body, an extra
+//! block, or an entry that reads its frame where its template does not. Their templates
+//! also have what only they have: a counted loop, a branch on a comparison, signed
+//! division. [`Program::near_twin_pairs`] counts the pairs of members that differ by an
+//! edit, [`Program::edits`] the members each kind changed.
+//!
 //! Every generated function is free of traps and undefined behaviour on every input:
-//! divisors are forced odd, recursion depth is masked, memory is the 256-byte buffer the
+//! divisors are forced odd (and positive where division is signed), loops run at most 7
+//! times, recursion depth is masked, memory is the 256-byte buffer the
 //! harness passes (offsets 0..=232; 240 and 248 hold the frame observations) or a stack
 //! slot written before it is read, and float-to-int conversions saturate.
 //!
@@ -69,6 +83,11 @@ pub struct Program {
     pub functions: usize,
     /// Pairs of functions of one family (what the pass had to tell equal or apart).
     pub family_pairs: usize,
+    /// Pairs of members of a near-twin family that differ and where at least one carries a
+    /// structural edit ([`Edit`]): what alignment merging may merge.
+    pub near_twin_pairs: usize,
+    /// Members each structural edit changed, by [`Edit::ALL`]'s order.
+    pub edits: [usize; Edit::ALL.len()],
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -177,6 +196,87 @@ const SITES: [Site; 9] = [
     Site::Region,
 ];
 
+/// A structural edit: where a member of a near-twin family differs from its template by
+/// more than an operand, as alignment merging must handle (`bench/README.md` §9's classes).
+/// Each kind has *points* in the template (counted like sites); an edit at point `n` changes
+/// the member there and nowhere else, and every later instruction is written as the
+/// template's (the member's RNG draws are the template's).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Edit {
+    /// An extra pure instruction whose result replaces the first operand of the next
+    /// (shared) instruction.
+    ExtraPure,
+    /// An extra store of a value to the buffer.
+    ExtraStore,
+    /// An extra call of a helper, its result mixed into the next instruction's operand.
+    ExtraCall,
+    /// The template's binary operation is missing: its first operand stands for its result.
+    Missing,
+    /// A narrow computation done at the next width (`i32` becomes `i64`: no extension).
+    Width,
+    /// `uextend` where the template has `sextend`.
+    Extend,
+    /// Another division opcode (`sdiv` for `udiv`, `srem` for `urem`, and back); the
+    /// divisor is positive and odd, so neither traps.
+    Division,
+    /// Another condition for the branch that ends the straight-line part.
+    BranchCond,
+    /// Another value passed to the block where the arms join.
+    BlockArg,
+    /// An extra instruction (pure, or a store) inside a loop body.
+    LoopExtra,
+    /// Another value passed into the loop header: another start value or trip count.
+    LoopArg,
+    /// An extra block, entered on the low bit of a value, that changes the value (and
+    /// stores it, in an entry): a block the template lacks.
+    ExtraBlock,
+    /// The entry stores its return address and frame pointer (the template does not).
+    ReadsFrame,
+}
+
+impl Edit {
+    pub const ALL: [Edit; 13] = [
+        Edit::ExtraPure,
+        Edit::ExtraStore,
+        Edit::ExtraCall,
+        Edit::Missing,
+        Edit::Width,
+        Edit::Extend,
+        Edit::Division,
+        Edit::BranchCond,
+        Edit::BlockArg,
+        Edit::LoopExtra,
+        Edit::LoopArg,
+        Edit::ExtraBlock,
+        Edit::ReadsFrame,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Edit::ExtraPure => "extra-pure",
+            Edit::ExtraStore => "extra-store",
+            Edit::ExtraCall => "extra-call",
+            Edit::Missing => "missing",
+            Edit::Width => "width",
+            Edit::Extend => "extend",
+            Edit::Division => "division",
+            Edit::BranchCond => "branch-cond",
+            Edit::BlockArg => "block-arg",
+            Edit::LoopExtra => "loop-extra",
+            Edit::LoopArg => "loop-arg",
+            Edit::ExtraBlock => "extra-block",
+            Edit::ReadsFrame => "reads-frame",
+        }
+    }
+
+    fn index(self) -> usize {
+        Edit::ALL.iter().position(|&e| e == self).unwrap()
+    }
+}
+
+/// The most structural edits one member carries.
+const MAX_EDITS: usize = 3;
+
 /// How one member of a family is written.
 #[derive(Clone, Copy, Debug)]
 struct Variant {
@@ -187,6 +287,11 @@ struct Variant {
     reverse_layout: bool,
     /// The site that differs (kind, its ordinal among sites of that kind).
     mutation: Option<(Site, usize)>,
+    /// A member of a near-twin family: the template has the constructs only those
+    /// families have (loops, branch conditions, signed division).
+    twin: bool,
+    /// The structural edits (kind, its ordinal among points of that kind).
+    edits: [Option<(Edit, usize)>; MAX_EDITS],
 }
 
 impl Variant {
@@ -195,6 +300,12 @@ impl Variant {
         shift: 0,
         reverse_layout: false,
         mutation: None,
+        twin: false,
+        edits: [None; MAX_EDITS],
+    };
+    const TWIN: Variant = Variant {
+        twin: true,
+        ..Variant::SAME
     };
 }
 
@@ -217,8 +328,14 @@ const FLOPS: [&str; 3] = ["fadd", "fsub", "fmul"];
 /// Writes one function of a family.
 struct Writer<'a> {
     rng: Rng,
+    /// The template's seed (each structural edit draws its content from its own RNG).
+    seed: u64,
     variant: Variant,
     counts: [usize; 9],
+    /// Points of each structural edit kind met so far.
+    edit_points: [usize; Edit::ALL.len()],
+    /// The structural edits that changed this function.
+    applied: [bool; Edit::ALL.len()],
     next_value: u32,
     next_global: u32,
     /// The alias region of the buffer's accesses (` region0`), if the template has one.
@@ -251,8 +368,11 @@ impl<'a> Writer<'a> {
     ) -> Self {
         Writer {
             rng: rng_for(seed),
+            seed,
             variant,
             counts: [0; 9],
+            edit_points: [0; Edit::ALL.len()],
+            applied: [false; Edit::ALL.len()],
             next_value: 0,
             next_global: 0,
             region: "",
@@ -273,6 +393,23 @@ impl<'a> Writer<'a> {
         let n = self.counts[i];
         self.counts[i] += 1;
         self.variant.mutation == Some((site, n))
+    }
+
+    /// A point of structural edit `kind`: the RNG for the edit's content when the variant
+    /// edits this point. Call it on every path the template takes, whatever the variant does,
+    /// so that points are numbered alike in every member.
+    fn edit(&mut self, kind: Edit) -> Option<Rng> {
+        let n = self.edit_points[kind.index()];
+        self.edit_points[kind.index()] += 1;
+        self.variant.edits.contains(&Some((kind, n))).then(|| {
+            let salt = (kind.index() as u64 + 1) << 32 | n as u64;
+            Rng::new(rng::mix(self.seed, salt))
+        })
+    }
+
+    /// Record that structural edit `kind` changed the function.
+    fn applied(&mut self, kind: Edit) {
+        self.applied[kind.index()] = true;
     }
 
     fn value(&mut self) -> u32 {
@@ -427,9 +564,16 @@ impl<'a> Writer<'a> {
         let a = self.rng.pick(pool);
         let b = self.rng.pick(pool);
         let kind = self.rng.below(13);
+        let a = self.extra_before_op(a, b, mem);
         match kind {
             0 | 1 => {
                 let op = self.pick_binop();
+                let missing = self.edit(Edit::Missing).is_some();
+                let a = self.extra_pure(a, b);
+                if missing {
+                    self.applied(Edit::Missing);
+                    return a;
+                }
                 let r = self.value();
                 let line = format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(b));
                 self.line(&line);
@@ -439,6 +583,7 @@ impl<'a> Writer<'a> {
                 let k = self.interesting();
                 let c = self.iconst("i64", k);
                 let op = self.pick_binop();
+                let a = self.extra_pure(a, b);
                 let r = self.value();
                 let line = format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(c));
                 self.line(&line);
@@ -446,17 +591,42 @@ impl<'a> Writer<'a> {
             }
             4 => {
                 let ty = self.rng.pick(&["i8", "i16", "i32"]);
-                let t = self.value();
-                let line = format!("{} = ireduce.{ty} {}", self.v(t), self.v(a));
-                self.line(&line);
+                let wider = self.edit(Edit::Width).is_some();
+                let unsigned = self.edit(Edit::Extend).is_some();
+                let ty = match (wider, ty) {
+                    (false, ty) => ty,
+                    (true, "i8") => "i16",
+                    (true, "i16") => "i32",
+                    (true, _) => "i64",
+                };
+                if wider {
+                    self.applied(Edit::Width);
+                }
+                let t = if ty == "i64" {
+                    a
+                } else {
+                    let t = self.value();
+                    let line = format!("{} = ireduce.{ty} {}", self.v(t), self.v(a));
+                    self.line(&line);
+                    t
+                };
                 let k = self.rng.below(200) as i64 - 100;
                 let c = self.iconst(ty, k);
                 let op = self.pick_binop();
                 let s = self.value();
                 let line = format!("{} = {op} {}, {}", self.v(s), self.v(t), self.v(c));
                 self.line(&line);
+                if ty == "i64" {
+                    return s;
+                }
+                let extend = if unsigned {
+                    self.applied(Edit::Extend);
+                    "uextend"
+                } else {
+                    "sextend"
+                };
                 let r = self.value();
-                let line = format!("{} = sextend.i64 {}", self.v(r), self.v(s));
+                let line = format!("{} = {extend}.i64 {}", self.v(r), self.v(s));
                 self.line(&line);
                 r
             }
@@ -561,6 +731,39 @@ impl<'a> Writer<'a> {
                 }
                 r
             }
+            10 if self.variant.twin => {
+                // Signed division too: the divisor is odd and positive (never 0 or -1).
+                let op = self.rng.pick(&["udiv", "urem", "sdiv", "srem"]);
+                let edited = self.edit(Edit::Division).is_some();
+                if edited {
+                    self.applied(Edit::Division);
+                }
+                let op = match (edited, op) {
+                    (false, op) => op,
+                    (true, "udiv") => "sdiv",
+                    (true, "urem") => "srem",
+                    (true, "sdiv") => "udiv",
+                    (true, _) => "urem",
+                };
+                let (one, d, m, p, r) = (
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                    self.value(),
+                );
+                let lines = [
+                    format!("{} = iconst.i64 1", self.v(one)),
+                    format!("{} = bor {}, {}", self.v(d), self.v(b), self.v(one)),
+                    format!("{} = iconst.i64 {}", self.v(m), i64::MAX),
+                    format!("{} = band {}, {}", self.v(p), self.v(d), self.v(m)),
+                    format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(p)),
+                ];
+                for l in lines {
+                    self.line(&l);
+                }
+                r
+            }
             10 => {
                 let (one, d, r) = (self.value(), self.value(), self.value());
                 let op = self.rng.pick(&["udiv", "urem"]);
@@ -623,13 +826,7 @@ impl<'a> Writer<'a> {
     /// A call to a helper of a lower level, its arguments converted from i64 and its
     /// result back; the mutation picks another member or family of the same signature.
     fn call_helper(&mut self, a: u32, b: u32) -> u32 {
-        let candidates: Vec<(usize, usize)> = self
-            .helpers
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.level < self.level)
-            .flat_map(|(f, h)| (0..h.names.len()).map(move |m| (f, m)))
-            .collect();
+        let candidates = self.callable();
         if candidates.is_empty() {
             let r = self.value();
             let line = format!("{} = iadd {}, {}", self.v(r), self.v(a), self.v(b));
@@ -648,6 +845,22 @@ impl<'a> Writer<'a> {
             }
         }
         let (f, m) = candidates[choice];
+        self.call(f, m, a, b)
+    }
+
+    /// The helpers this function may call (family, member): those of lower levels.
+    fn callable(&self) -> Vec<(usize, usize)> {
+        self.helpers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.level < self.level)
+            .flat_map(|(f, h)| (0..h.names.len()).map(move |m| (f, m)))
+            .collect()
+    }
+
+    /// A call of member `m` of helper family `f` on the i64 values `a` and `b`; its result
+    /// as an i64.
+    fn call(&mut self, f: usize, m: usize, a: u32, b: u32) -> u32 {
         let sig = self.helpers[f].sig;
         let name = self.helpers[f].names[m].clone();
         let colocated = !name.starts_with("hp");
@@ -659,6 +872,58 @@ impl<'a> Writer<'a> {
         let line = format!("{} = call {fref}({}, {})", self.v(r), self.v(x), self.v(y));
         self.line(&line);
         self.convert_to_i64(r, sig.ret())
+    }
+
+    /// The structural edits at the start of an operation whose first operand is `a`: an
+    /// extra store of `a` to the buffer, an extra call whose result is mixed into `a`.
+    /// Returns the operand the operation uses.
+    fn extra_before_op(&mut self, a: u32, b: u32, mem: Option<u32>) -> u32 {
+        if let Some(mem) = mem {
+            if let Some(mut content) = self.edit(Edit::ExtraStore) {
+                self.applied(Edit::ExtraStore);
+                let off = content.below(30) * 8;
+                let region = self.region;
+                let line = format!(
+                    "store notrap aligned{region} {}, {}+{off}",
+                    self.v(a),
+                    self.v(mem)
+                );
+                self.line(&line);
+            }
+        }
+        let callable = self.callable();
+        if callable.is_empty() {
+            return a;
+        }
+        let Some(mut content) = self.edit(Edit::ExtraCall) else {
+            return a;
+        };
+        self.applied(Edit::ExtraCall);
+        let (f, m) = content.pick(&callable);
+        let r = self.call(f, m, a, b);
+        let x = self.value();
+        let line = format!("{} = bxor {}, {}", self.v(x), self.v(a), self.v(r));
+        self.line(&line);
+        x
+    }
+
+    /// The structural edit before a binary operation: an extra pure instruction on its
+    /// first operand `a` (and `b`), whose result the operation uses instead.
+    fn extra_pure(&mut self, a: u32, b: u32) -> u32 {
+        let Some(mut content) = self.edit(Edit::ExtraPure) else {
+            return a;
+        };
+        self.applied(Edit::ExtraPure);
+        let t = self.value();
+        let line = match content.below(5) {
+            0 => format!("{} = bnot {}", self.v(t), self.v(a)),
+            1 => format!("{} = ineg {}", self.v(t), self.v(a)),
+            2 => format!("{} = bswap {}", self.v(t), self.v(a)),
+            3 => format!("{} = rotl {}, {}", self.v(t), self.v(a), self.v(b)),
+            _ => format!("{} = popcnt {}", self.v(t), self.v(a)),
+        };
+        self.line(&line);
+        t
     }
 
     fn convert_from_i64(&mut self, v: u32, ty: &str) -> u32 {
@@ -694,6 +959,10 @@ impl<'a> Writer<'a> {
             let v = self.op(&pool, mem, stack);
             pool.push(v);
         }
+        self.extra_block(&mut pool, mem);
+        if self.variant.twin && self.rng.chance(50) {
+            self.counted_loop(&mut pool, mem);
+        }
         let arms = if self.rng.chance(30) { 3 } else { 2 };
         let arm_blocks: Vec<u32> = (0..arms).map(|_| self.block()).collect();
         let selector = *pool.last().unwrap();
@@ -704,7 +973,12 @@ impl<'a> Writer<'a> {
             } else {
                 (arm_blocks[0], arm_blocks[1])
             };
-            let line = format!("brif {}, block{t}, block{e}", self.v(selector));
+            let condition = if self.variant.twin {
+                self.branch_condition(selector, &pool)
+            } else {
+                selector
+            };
+            let line = format!("brif {}, block{t}, block{e}", self.v(condition));
             self.line(&line);
         } else {
             let (i, k, m) = (self.value(), self.value(), self.value());
@@ -739,10 +1013,15 @@ impl<'a> Writer<'a> {
                 let v = self.op(&arm_pool, mem, stack);
                 arm_pool.push(v);
             }
-            let line = format!(
-                "jump block{join_block}({})",
-                self.v(*arm_pool.last().unwrap())
-            );
+            let mut arg = arm_pool[arm_pool.len() - 1];
+            if self.edit(Edit::BlockArg).is_some() {
+                let other = arm_pool[arm_pool.len() - 2];
+                if other != arg {
+                    self.applied(Edit::BlockArg);
+                }
+                arg = other;
+            }
+            let line = format!("jump block{join_block}({})", self.v(arg));
             self.line(&line);
         }
         self.start_block(join_block, &[(joined, "i64")]);
@@ -753,6 +1032,155 @@ impl<'a> Writer<'a> {
         let line = format!("{} = iadd {}, {}", self.v(r), self.v(v), self.v(joined));
         self.line(&line);
         r
+    }
+
+    /// A point of [`Edit::ExtraBlock`]: when edited, a block the template lacks, entered on
+    /// the low bit of the last value of `pool`, which changes that value (and stores it to
+    /// the buffer, when there is one); the value where the paths join replaces it.
+    fn extra_block(&mut self, pool: &mut [u32], mem: Option<u32>) {
+        let Some(mut content) = self.edit(Edit::ExtraBlock) else {
+            return;
+        };
+        self.applied(Edit::ExtraBlock);
+        let v = pool[pool.len() - 1];
+        let (one, c) = (self.value(), self.value());
+        let (extra, join) = (self.block(), self.block());
+        let lines = [
+            format!("{} = iconst.i64 1", self.v(one)),
+            format!("{} = band {}, {}", self.v(c), self.v(v), self.v(one)),
+            format!(
+                "brif {}, block{extra}, block{join}({})",
+                self.v(c),
+                self.v(v)
+            ),
+        ];
+        for l in lines {
+            self.line(&l);
+        }
+        self.start_block(extra, &[]);
+        if let Some(mem) = mem {
+            let off = content.below(30) * 8;
+            let region = self.region;
+            let line = format!(
+                "store notrap aligned{region} {}, {}+{off}",
+                self.v(v),
+                self.v(mem)
+            );
+            self.line(&line);
+        }
+        let t = self.value();
+        let lines = [
+            format!("{} = bnot {}", self.v(t), self.v(v)),
+            format!("jump block{join}({})", self.v(t)),
+        ];
+        for l in lines {
+            self.line(&l);
+        }
+        let joined = self.value();
+        self.start_block(join, &[(joined, "i64")]);
+        pool[pool.len() - 1] = joined;
+    }
+
+    /// The loop of near-twin templates: a trip count of 0 to 7 from the last value of
+    /// `pool`, an accumulator that starts at a value of `pool` and is combined with another
+    /// on each trip, and joins `pool` after the loop. Points of [`Edit::LoopArg`] (another
+    /// start value or trip count into the header) and [`Edit::LoopExtra`] (an extra
+    /// instruction in the body).
+    fn counted_loop(&mut self, pool: &mut Vec<u32>, mem: Option<u32>) {
+        let last = pool[pool.len() - 1];
+        let start = self.rng.pick(pool);
+        let x = self.rng.pick(pool);
+        let op = self.pick_binop();
+        let other_arg = self.edit(Edit::LoopArg);
+        let extra = self.edit(Edit::LoopExtra);
+        let (seven, n) = (self.value(), self.value());
+        let lines = [
+            format!("{} = iconst.i64 7", self.v(seven)),
+            format!("{} = band {}, {}", self.v(n), self.v(last), self.v(seven)),
+        ];
+        for l in lines {
+            self.line(&l);
+        }
+        let (mut start, mut count) = (start, n);
+        if let Some(mut content) = other_arg {
+            self.applied(Edit::LoopArg);
+            if content.chance(50) {
+                start = n;
+            } else {
+                count = seven;
+            }
+        }
+        let (head, body, exit) = (self.block(), self.block(), self.block());
+        let line = format!("jump block{head}({}, {})", self.v(start), self.v(count));
+        self.line(&line);
+        let (acc, i) = (self.value(), self.value());
+        self.start_block(head, &[(acc, "i64"), (i, "i64")]);
+        let (zero, done) = (self.value(), self.value());
+        let lines = [
+            format!("{} = iconst.i64 0", self.v(zero)),
+            format!("{} = icmp eq {}, {}", self.v(done), self.v(i), self.v(zero)),
+            format!("brif {}, block{exit}, block{body}", self.v(done)),
+        ];
+        for l in lines {
+            self.line(&l);
+        }
+        self.start_block(body, &[]);
+        let mut next = self.value();
+        let line = format!("{} = {op} {}, {}", self.v(next), self.v(acc), self.v(x));
+        self.line(&line);
+        if let Some(mut content) = extra {
+            self.applied(Edit::LoopExtra);
+            match mem {
+                Some(mem) if content.chance(50) => {
+                    let off = content.below(30) * 8;
+                    let region = self.region;
+                    let line = format!(
+                        "store notrap aligned{region} {}, {}+{off}",
+                        self.v(next),
+                        self.v(mem)
+                    );
+                    self.line(&line);
+                }
+                _ => {
+                    let t = self.value();
+                    let line = format!("{} = rotl {}, {}", self.v(t), self.v(next), self.v(i));
+                    self.line(&line);
+                    next = t;
+                }
+            }
+        }
+        let (one, less) = (self.value(), self.value());
+        let lines = [
+            format!("{} = iconst.i64 1", self.v(one)),
+            format!("{} = isub {}, {}", self.v(less), self.v(i), self.v(one)),
+            format!("jump block{head}({}, {})", self.v(next), self.v(less)),
+        ];
+        for l in lines {
+            self.line(&l);
+        }
+        self.start_block(exit, &[]);
+        pool.push(acc);
+    }
+
+    /// The branch condition of near-twin templates: a comparison of the selector with a
+    /// value of `pool`; a point of [`Edit::BranchCond`] (another condition).
+    fn branch_condition(&mut self, selector: u32, pool: &[u32]) -> u32 {
+        let y = self.rng.pick(pool);
+        let mut i = self.rng.below(CONDS.len());
+        if let Some(mut content) = self.edit(Edit::BranchCond) {
+            self.applied(Edit::BranchCond);
+            i = (i + 1 + content.below(CONDS.len() - 1)) % CONDS.len();
+        }
+        let c = self.value();
+        let line = format!(
+            "{} = icmp {} {}, {}",
+            self.v(c),
+            CONDS[i],
+            self.v(selector),
+            self.v(y)
+        );
+        self.line(&line);
+        c
     }
 
     fn text(&self, sig: &str, slots: &str) -> String {
@@ -804,6 +1232,20 @@ fn entry(
         w.line(&line);
     }
     let mut pool = vec![a, b];
+    // Frame readers read theirs in every member; in a plain near-twin family one member may.
+    if w.variant.twin && kind == EntryKind::Plain && w.edit(Edit::ReadsFrame).is_some() {
+        w.applied(Edit::ReadsFrame);
+        let (ra, fp) = (w.value(), w.value());
+        let lines = [
+            format!("{} = get_return_address.i64", w.v(ra)),
+            format!("store notrap aligned {}, {}+248", w.v(ra), w.v(mem)),
+            format!("{} = get_frame_pointer.i64", w.v(fp)),
+            format!("store notrap aligned {}, {}+240", w.v(fp), w.v(mem)),
+        ];
+        for l in lines {
+            w.line(&l);
+        }
+    }
     match kind {
         EntryKind::FrameReader => {
             let (ra, fp, sp, c, x) = (w.value(), w.value(), w.value(), w.value(), w.value());
@@ -1023,6 +1465,44 @@ fn variants(rng: &mut Rng, n: usize, counts: [usize; 9]) -> Vec<Variant> {
     out
 }
 
+/// The variants of a near-twin family of `n` members: the first is the template; most
+/// others carry one to [`MAX_EDITS`] structural edits at points the template has (edits
+/// of kinds not in `allowed` left out), some also a site mutation; a few are copies.
+/// Members keep the template's value numbers and block layout.
+fn twin_variants(
+    rng: &mut Rng,
+    n: usize,
+    written: Written,
+    allowed: impl Fn(Edit) -> bool,
+) -> Vec<Variant> {
+    let available: Vec<Edit> = Edit::ALL
+        .into_iter()
+        .filter(|&e| allowed(e) && written.edit_points[e.index()] > 0)
+        .collect();
+    let sites: Vec<usize> = (0..SITES.len()).filter(|&i| written.sites[i] > 0).collect();
+    let mut out = vec![Variant::TWIN];
+    while out.len() < n {
+        let mut v = Variant::TWIN;
+        if !available.is_empty() && rng.chance(85) {
+            for slot in 0..1 + rng.below(MAX_EDITS) {
+                let kind = rng.pick(&available);
+                let point = rng.below(written.edit_points[kind.index()]);
+                if !v.edits.contains(&Some((kind, point))) {
+                    v.edits[slot] = Some((kind, point));
+                }
+            }
+            if !sites.is_empty() && rng.chance(25) {
+                let i = rng.pick(&sites);
+                v.mutation = Some((SITES[i], rng.below(written.sites[i])));
+            }
+        }
+        // No reversed layouts: the reader infers types from values defined above their use
+        // in the text, and a loop's values would come below.
+        out.push(v);
+    }
+    out
+}
+
 /// Sizes of a generated module.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
@@ -1033,127 +1513,171 @@ pub struct Shape {
     /// Generate frame readers (their results depend on frames, so they need
     /// `preserve_frame_pointers`).
     pub frame_readers: bool,
+    /// Near-twin families of helpers and of entries (members with structural edits),
+    /// written after the others from an RNG of their own: a module is the one the same
+    /// seed gave without them, with these families added.
+    pub twin_helper_families: usize,
+    pub twin_entry_families: usize,
 }
 
-/// A module from `seed`.
-pub fn program(seed: u64, shape: Shape) -> Program {
-    let mut rng = rng_for(seed);
-    let mut clif = String::new();
-    let mut functions = 0;
-    let mut family_pairs = 0;
-    let pair = |n: usize| n * (n - 1) / 2;
+/// A module being written.
+#[derive(Default)]
+struct ModuleText {
+    clif: String,
+    functions: usize,
+    family_pairs: usize,
+    near_twin_pairs: usize,
+    edits: [usize; Edit::ALL.len()],
+}
 
-    // Helpers, level by level.
-    let mut helpers: Vec<HelperFamily> = Vec::new();
-    for f in 0..shape.helper_families {
-        let sig = rng.pick(&HelperSig::ALL);
-        let level = f * 3 / shape.helper_families.max(1);
-        let recursion = match rng.below(6) {
-            0 => Recursion::Call,
-            1 => Recursion::TryCall,
-            2 if sig == HelperSig::Tail => Recursion::ReturnCall,
-            3 => Recursion::PingPong,
-            _ => Recursion::None,
+impl ModuleText {
+    /// Add a family's members (text, and the structural edits that changed each).
+    fn family(&mut self, members: &[(String, [bool; Edit::ALL.len()])]) {
+        let n = members.len();
+        self.functions += n;
+        self.family_pairs += n * (n - 1) / 2;
+        // A function's text after its name line: members that differ only in the name.
+        let body = |text: &str| {
+            text.split_once('\n')
+                .map_or(String::new(), |(_, b)| b.into())
         };
-        let linkage = rng.pick(&["l", "d", "x", "p"]);
-        let n = 2 + rng.below(shape.family_size.max(2) / 2);
-        let template_seed = rng.next_u64();
-        let ops = 2 + rng.below(4);
-        let names: Vec<String> = (0..n).map(|m| format!("h{linkage}{f}_{m}")).collect();
-        // Ping-pong members call the partner in the second half: h_m <-> h_{m^1}.
-        let partner = |m: usize| -> Option<String> {
-            (recursion == Recursion::PingPong && (m ^ 1) < n).then(|| names[m ^ 1].clone())
-        };
-        let _ = helper(
+        for (i, (text, applied)) in members.iter().enumerate() {
+            self.clif.push_str(text);
+            for (count, &changed) in self.edits.iter_mut().zip(applied) {
+                *count += changed as usize;
+            }
+            for (other, other_applied) in &members[..i] {
+                let edited = applied.contains(&true) || other_applied.contains(&true);
+                if edited && body(text) != body(other) {
+                    self.near_twin_pairs += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The entry flags of a member of kind `kind` (`applied`: the edits that changed it).
+fn entry_flags(kind: EntryKind, applied: &[bool; Edit::ALL.len()]) -> u32 {
+    let frame = flags::READS_RETURN_ADDRESS | flags::READS_FRAME_POINTER;
+    match kind {
+        EntryKind::Plain if applied[Edit::ReadsFrame.index()] => frame,
+        EntryKind::Plain => 0,
+        EntryKind::AddressCompare | EntryKind::SelfAddress => flags::ADDRESS_SENSITIVE,
+        EntryKind::AddressReturn => flags::ADDRESS_RESULT,
+        EntryKind::FrameReader => frame,
+    }
+}
+
+/// Helper family number `f`, its members (near-twins when `twin`) added to `module`.
+fn helper_family(
+    rng: &mut Rng,
+    f: usize,
+    level: usize,
+    shape: Shape,
+    twin: bool,
+    helpers: &[HelperFamily],
+    module: &mut ModuleText,
+) -> HelperFamily {
+    let sig = rng.pick(&HelperSig::ALL);
+    let recursion = match rng.below(6) {
+        0 => Recursion::Call,
+        1 => Recursion::TryCall,
+        2 if sig == HelperSig::Tail => Recursion::ReturnCall,
+        3 => Recursion::PingPong,
+        _ => Recursion::None,
+    };
+    let linkage = rng.pick(&["l", "d", "x", "p"]);
+    let n = 2 + rng.below(shape.family_size.max(2) / 2);
+    let template_seed = rng.next_u64();
+    let ops = 2 + rng.below(4);
+    let names: Vec<String> = (0..n).map(|m| format!("h{linkage}{f}_{m}")).collect();
+    // Ping-pong members call the partner in the second half: h_m <-> h_{m^1}.
+    let partner = |m: usize| -> Option<String> {
+        (recursion == Recursion::PingPong && (m ^ 1) < n).then(|| names[m ^ 1].clone())
+    };
+    let write = |v: Variant, m: usize| {
+        let text = helper(
             template_seed,
-            Variant::SAME,
-            &names[0],
-            partner(0).as_deref(),
+            v,
+            &names[m],
+            partner(m).as_deref(),
             sig,
             recursion,
             level,
-            &helpers,
+            helpers,
             ops,
         );
-        let counts = last_counts();
-        let vs = variants(&mut rng, n, counts);
-        for (m, v) in vs.iter().enumerate() {
-            clif.push_str(&helper(
-                template_seed,
-                *v,
-                &names[m],
-                partner(m).as_deref(),
-                sig,
-                recursion,
-                level,
-                &helpers,
-                ops,
-            ));
-        }
-        functions += n;
-        family_pairs += pair(n);
-        helpers.push(HelperFamily { names, sig, level });
-    }
+        (text, last_written().applied)
+    };
+    let template = if twin { Variant::TWIN } else { Variant::SAME };
+    let _ = write(template, 0);
+    let vs = if twin {
+        twin_variants(rng, n, last_written(), |_| true)
+    } else {
+        variants(rng, n, last_counts())
+    };
+    let members: Vec<_> = vs.iter().enumerate().map(|(m, v)| write(*v, m)).collect();
+    module.family(&members);
+    HelperFamily { names, sig, level }
+}
 
-    // Entries: names first (address-taking entries refer to any of them).
-    let mut kinds = Vec::new();
-    let mut sizes = Vec::new();
-    let mut entry_names: Vec<String> = Vec::new();
-    for f in 0..shape.entry_families {
-        let kind = match rng.below(10) {
-            0 => EntryKind::AddressCompare,
-            1 => EntryKind::SelfAddress,
-            2 => EntryKind::AddressReturn,
-            3 | 4 if shape.frame_readers => EntryKind::FrameReader,
-            _ => EntryKind::Plain,
-        };
-        let n = 2 + rng.below(shape.family_size.max(3) - 1);
-        kinds.push(kind);
-        sizes.push(n);
-        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
-    }
-    let mut entries = Vec::new();
-    for f in 0..shape.entry_families {
-        let kind = kinds[f];
-        let n = sizes[f];
-        let template_seed = rng.next_u64();
-        let ops = 3 + rng.below(6);
-        let _ = entry(
-            template_seed,
-            Variant::SAME,
-            "e",
-            kind,
-            &helpers,
-            &entry_names,
-            ops,
-        );
-        let counts = last_counts();
-        let vs = variants(&mut rng, n, counts);
-        for (m, v) in vs.iter().enumerate() {
-            let name = format!("e{f}_{m}");
-            clif.push_str(&entry(
-                template_seed,
-                *v,
-                &name,
-                kind,
-                &helpers,
-                &entry_names,
-                ops,
-            ));
-            let flags = match kind {
-                EntryKind::Plain => 0,
-                EntryKind::AddressCompare | EntryKind::SelfAddress => flags::ADDRESS_SENSITIVE,
-                EntryKind::AddressReturn => flags::ADDRESS_RESULT,
-                EntryKind::FrameReader => flags::READS_RETURN_ADDRESS | flags::READS_FRAME_POINTER,
-            };
-            entries.push(Entry { name, flags });
-        }
-        functions += n;
-        family_pairs += pair(n);
-    }
+/// The kind and size of an entry family.
+fn entry_kind_and_size(rng: &mut Rng, shape: Shape) -> (EntryKind, usize) {
+    let kind = match rng.below(10) {
+        0 => EntryKind::AddressCompare,
+        1 => EntryKind::SelfAddress,
+        2 => EntryKind::AddressReturn,
+        3 | 4 if shape.frame_readers => EntryKind::FrameReader,
+        _ => EntryKind::Plain,
+    };
+    (kind, 2 + rng.below(shape.family_size.max(3) - 1))
+}
 
-    // Inputs: integers, and for address-sensitive entries sometimes entries' addresses
-    // (their own among them).
+/// Entry family number `f` of `kind` and `n` members (near-twins when `twin`), added to
+/// `module` and `entries`.
+#[allow(clippy::too_many_arguments)]
+fn entry_family(
+    rng: &mut Rng,
+    f: usize,
+    (kind, n): (EntryKind, usize),
+    shape: Shape,
+    twin: bool,
+    helpers: &[HelperFamily],
+    entry_names: &[String],
+    module: &mut ModuleText,
+    entries: &mut Vec<Entry>,
+) {
+    let template_seed = rng.next_u64();
+    let ops = 3 + rng.below(6);
+    let write = |v: Variant, name: &str| {
+        let text = entry(template_seed, v, name, kind, helpers, entry_names, ops);
+        (text, last_written().applied)
+    };
+    let template = if twin { Variant::TWIN } else { Variant::SAME };
+    let _ = write(template, "e");
+    let vs = if twin {
+        twin_variants(rng, n, last_written(), |e| {
+            e != Edit::ReadsFrame || shape.frame_readers
+        })
+    } else {
+        variants(rng, n, last_counts())
+    };
+    let mut members = Vec::new();
+    for (m, v) in vs.iter().enumerate() {
+        let name = format!("e{f}_{m}");
+        let (text, applied) = write(*v, &name);
+        entries.push(Entry {
+            name,
+            flags: entry_flags(kind, &applied),
+        });
+        members.push((text, applied));
+    }
+    module.family(&members);
+}
+
+/// Inputs for `entries[first..]`: integers, and for address-sensitive entries sometimes
+/// entries' addresses (their own among them).
+fn inputs(rng: &mut Rng, entries: &[Entry], first: usize, shape: Shape) -> Vec<(usize, Arg, Arg)> {
     let mut inputs = Vec::new();
     const INTS: [i64; 12] = [
         0,
@@ -1169,7 +1693,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         0x7fff_ffff,
         -129,
     ];
-    for (i, e) in entries.iter().enumerate() {
+    for (i, e) in entries.iter().enumerate().skip(first) {
         for k in 0..shape.inputs_per_entry {
             let arg = |rng: &mut Rng| {
                 if rng.chance(60) {
@@ -1178,20 +1702,96 @@ pub fn program(seed: u64, shape: Shape) -> Program {
                     Arg::Int(rng.next_u64() as i64)
                 }
             };
-            let mut a = arg(&mut rng);
-            let b = arg(&mut rng);
+            let mut a = arg(rng);
+            let b = arg(rng);
             if e.flags & flags::ADDRESS_SENSITIVE != 0 && k % 2 == 0 {
                 a = Arg::Address(if k == 0 { i } else { rng.below(entries.len()) });
             }
             inputs.push((i, a, b));
         }
     }
+    inputs
+}
+
+/// A module from `seed`.
+pub fn program(seed: u64, shape: Shape) -> Program {
+    let mut rng = rng_for(seed);
+    let mut module = ModuleText::default();
+
+    // Helpers, level by level.
+    let mut helpers: Vec<HelperFamily> = Vec::new();
+    for f in 0..shape.helper_families {
+        let level = f * 3 / shape.helper_families.max(1);
+        let family = helper_family(&mut rng, f, level, shape, false, &helpers, &mut module);
+        helpers.push(family);
+    }
+
+    // Entries: names first (address-taking entries refer to any of them).
+    let families: Vec<_> = (0..shape.entry_families)
+        .map(|_| entry_kind_and_size(&mut rng, shape))
+        .collect();
+    let mut entry_names: Vec<String> = Vec::new();
+    for (f, &(_, n)) in families.iter().enumerate() {
+        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
+    }
+    let mut entries = Vec::new();
+    for (f, &family) in families.iter().enumerate() {
+        let helpers = &helpers;
+        let names = &entry_names;
+        entry_family(
+            &mut rng,
+            f,
+            family,
+            shape,
+            false,
+            helpers,
+            names,
+            &mut module,
+            &mut entries,
+        );
+    }
+    let mut inputs = inputs(&mut rng, &entries, 0, shape);
+
+    // Near-twin families, from an RNG of their own, numbered after the others.
+    let mut rng = rng_for(rng::mix(seed, 0x7717_4A11_6E5D));
+    for k in 0..shape.twin_helper_families {
+        let f = shape.helper_families + k;
+        let level = k * 3 / shape.twin_helper_families.max(1);
+        let family = helper_family(&mut rng, f, level, shape, true, &helpers, &mut module);
+        helpers.push(family);
+    }
+    let twin_families: Vec<_> = (0..shape.twin_entry_families)
+        .map(|_| entry_kind_and_size(&mut rng, shape))
+        .collect();
+    for (k, &(_, n)) in twin_families.iter().enumerate() {
+        let f = shape.entry_families + k;
+        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
+    }
+    let first = entries.len();
+    for (k, &family) in twin_families.iter().enumerate() {
+        let f = shape.entry_families + k;
+        entry_family(
+            &mut rng,
+            f,
+            family,
+            shape,
+            true,
+            &helpers,
+            &entry_names,
+            &mut module,
+            &mut entries,
+        );
+    }
+    inputs.extend(self::inputs(&mut rng, &entries, first, shape));
+
     Program {
-        clif,
+        clif: module.clif,
         entries,
         inputs,
-        functions,
-        family_pairs,
+        functions: module.functions,
+        family_pairs: module.family_pairs,
+        near_twin_pairs: module.near_twin_pairs,
+        edits: module.edits,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),
@@ -1205,20 +1805,46 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     }
 }
 
+/// What writing a function left for choosing its family's variants.
+#[derive(Clone, Copy)]
+struct Written {
+    /// Sites of each kind.
+    sites: [usize; 9],
+    /// Points of each structural edit kind.
+    edit_points: [usize; Edit::ALL.len()],
+    /// The structural edits that changed the function.
+    applied: [bool; Edit::ALL.len()],
+}
+
 /// The site counts of the last function written.
 fn last_counts() -> [usize; 9] {
-    COUNTS.with(|c| c.get())
+    last_written().sites
+}
+
+/// What the last function written left.
+fn last_written() -> Written {
+    LAST.with(|c| c.get())
 }
 
 thread_local! {
-    /// The site counts of the last function written (for choosing mutations).
-    static COUNTS: std::cell::Cell<[usize; 9]> = const { std::cell::Cell::new([0; 9]) };
+    /// What the last function written left (for choosing mutations and edits).
+    static LAST: std::cell::Cell<Written> = const {
+        std::cell::Cell::new(Written {
+            sites: [0; 9],
+            edit_points: [0; Edit::ALL.len()],
+            applied: [false; Edit::ALL.len()],
+        })
+    };
 }
 
 impl Drop for Writer<'_> {
     fn drop(&mut self) {
-        let counts = self.counts;
-        COUNTS.with(|c| c.set(counts));
+        let written = Written {
+            sites: self.counts,
+            edit_points: self.edit_points,
+            applied: self.applied,
+        };
+        LAST.with(|c| c.set(written));
     }
 }
 

@@ -627,6 +627,8 @@ pub fn program_from_fixture(text: &str) -> Program {
         entries,
         inputs,
         family_pairs: 0,
+        near_twin_pairs: 0,
+        edits: Default::default(),
         linkages,
         settings,
     }
