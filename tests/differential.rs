@@ -246,6 +246,81 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The net catches a wrong merge. `fixtures/hand_merged/` holds exec fixtures of near-twins
+/// merged by hand into one body with a function identifier, each name a thunk: a right
+/// merge and a wrong one (`; differs: %name` names the members it breaks). Built as written
+/// in every output of every architecture, the right one must compare equal to the
+/// fixture and the wrong one must differ exactly in the members it names.
+#[test]
+fn a_wrong_merge_is_reported() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let mut merged: Vec<_> = std::fs::read_dir(root.join("hand_merged"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+        .collect();
+    merged.sort();
+    assert!(
+        merged
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with(".wrong.clif")),
+        "fixtures/hand_merged has no wrong merge"
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut builds = 0;
+    for path in &merged {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let fixture = file.split('.').next().unwrap();
+        let original = program_from_fixture(&read(&root.join(format!("exec/{fixture}.clif"))));
+        let text = read(path);
+        let program = program_from_fixture(&text);
+        let names = |p: &differential_exec::gen::Program| -> Vec<String> {
+            p.entries.iter().map(|e| e.name.clone()).collect()
+        };
+        assert_eq!(names(&program), names(&original), "{file}: other entries");
+        let mut expected: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("; differs: %"))
+            .map(|n| n.trim().to_string())
+            .collect();
+        expected.sort();
+        for arch in architectures() {
+            for reference in configurations(arch)
+                .into_iter()
+                .filter(|c| c.is_reference())
+            {
+                let dir = scratch.path().join(format!("{builds}"));
+                builds += 2;
+                let want = run(&original, reference, &dir.join("original")).unwrap();
+                let got = run(&program, reference, &dir.join("merged")).unwrap();
+                let problems = compare(&original, reference, &want, &got);
+                let mut differ: Vec<String> = program
+                    .entries
+                    .iter()
+                    .map(|e| e.name.clone())
+                    .filter(|n| problems.iter().any(|p| p.starts_with(&format!("{n} "))))
+                    .collect();
+                differ.sort();
+                if differ != expected {
+                    failures.push(format!(
+                        "{file}, {reference:?}: entries that differ {differ:?}, expected {expected:?}\n    {}",
+                        problems.join("\n    ")
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "differential hand-merged: {} modules, {builds} builds",
+        merged.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 #[ignore = "long mode: CLIF_MERGE_DIFF_PAIRS=1000000 ... -- --ignored --nocapture"]
 fn long_mode() {
