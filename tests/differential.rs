@@ -155,19 +155,25 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
 }
 
 fn report(tally: &Tally) -> String {
-    let edits: Vec<String> = Edit::ALL
-        .iter()
-        .zip(&tally.edits)
-        .map(|(e, n)| format!("{} {}", e.name(), n.load(Ordering::Relaxed)))
-        .collect();
+    let near_twins = match tally.near_twin_pairs.load(Ordering::Relaxed) {
+        0 => String::new(),
+        pairs => {
+            let edits: Vec<String> = Edit::ALL
+                .iter()
+                .zip(&tally.edits)
+                .map(|(e, n)| format!("{} {}", e.name(), n.load(Ordering::Relaxed)))
+                .collect();
+            format!(
+                " ({pairs} near-twin pairs; members changed by each structural edit: {})",
+                edits.join(", ")
+            )
+        }
+    };
     format!(
-        "{} programs, {} functions, {} family pairs ({} near-twin pairs; members changed by \
-         each structural edit: {}), {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} builds, {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
-        tally.near_twin_pairs.load(Ordering::Relaxed),
-        edits.join(", "),
         tally.builds.load(Ordering::Relaxed),
         tally.calls.load(Ordering::Relaxed),
     )
