@@ -258,7 +258,7 @@ fn symbolized(
 /// without compiling ([`crate::estimate`]), and `cargo bench --bench calibrate` fits the
 /// estimate to it.
 pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String> {
-    if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
+    if let Some(thunk) = register_thunk(&func, isa) {
         return Ok(thunk.bytes.len() as u64);
     }
     let ctx = compiled_context(isa, func)?;
@@ -274,15 +274,14 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
 /// function the estimate of the target's calibrated [`SizeModel`].
 impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
     fn text_size(&self, func: &ir::Function) -> u64 {
-        let arch = self.triple().architecture;
-        match register_thunk(func, arch, self.flags().is_pic()) {
+        match register_thunk(func, self) {
             Some(thunk) => thunk.bytes.len() as u64,
-            None => SizeModel::for_architecture(arch).estimate(func),
+            None => SizeModel::for_architecture(self.triple().architecture).estimate(func),
         }
     }
 
     fn is_frameless_thunk(&self, thunk: &ir::Function) -> bool {
-        register_thunk(thunk, self.triple().architecture, self.flags().is_pic()).is_some()
+        register_thunk(thunk, self).is_some()
     }
 }
 
@@ -305,7 +304,7 @@ fn compiled_context(
 
 /// `func` compiled for `isa` (or written directly, when it is a register thunk).
 pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
-    if let Some(thunk) = register_thunk(&func, isa.triple().architecture, isa.flags().is_pic()) {
+    if let Some(thunk) = register_thunk(&func, isa) {
         let mut relocs = Vec::with_capacity(thunk.relocs.len());
         for (offset, kind, func_ref, addend) in thunk.relocs {
             let ExternalName::User(r) = func.dfg.ext_funcs[func_ref].name else {
@@ -319,7 +318,13 @@ pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<Com
                 addend,
             });
         }
-        return Ok(CompiledBody::new(isa, thunk.bytes, 1, relocs, None));
+        return Ok(CompiledBody::new(
+            isa,
+            thunk.bytes,
+            thunk.alignment,
+            relocs,
+            None,
+        ));
     }
     let ctx = compiled_context(isa, func)?;
     let code = ctx.compiled_code().expect("compiled above").clone();

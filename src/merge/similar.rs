@@ -31,9 +31,10 @@
 //!    their alias regions are numbered) gets no shared body and no thunk: every member
 //!    takes the body itself, and the identical merger folds them as equal functions.
 //! 4. **Frames.** A member that reads its return address, frame pointer or stack pointer
-//!    is merged only when every thunk of its group is a frameless jump (x86_64's register
-//!    thunks): a thunk that calls the body and returns would stand between the body and
-//!    its caller, and the body would see the thunk's frame.
+//!    is merged only when every thunk of its group is a frameless jump (a register thunk,
+//!    on x86_64 and aarch64): a thunk that calls the body and returns would stand between
+//!    the body and its caller, and the body would see the thunk's frame. The report counts
+//!    the groups this rule keeps apart.
 //! 5. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
 //!    bytes than the originals, by the sizes [`CodeFacts::text_size`] gives: exact for a
 //!    thunk written directly as machine code, estimated from the IR for everything else
@@ -137,6 +138,11 @@ pub struct SimilarReport {
     pub rejected_by_cost: usize,
     /// Similar functions left alone because their group needed too many parameters.
     pub over_hole_limit: usize,
+    /// Groups left apart because a member reads its frame (return address, frame
+    /// pointer, stack pointer) and a thunk of the group would add a frame (it is not a
+    /// register thunk of the target).
+    #[serde(default)]
+    pub frame_readers_behind_framed_thunks: usize,
     /// Groups of functions that needed no parameter: equal but for the permissions of
     /// their memory flags, the numbering of their alias regions, or callees of one class.
     /// Each member was given one body (the first's, with the intersection of the
@@ -349,21 +355,30 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
     }
 }
 
-/// Build every candidate in parallel (in candidate order); `None` where the body cannot
-/// be built or reads its frame behind a thunk that would add one.
+/// Why a candidate group was not built.
+enum NotBuilt {
+    /// The body or a thunk cannot be written (a hole of a kind without a parameter).
+    Unbuildable,
+    /// A member reads its frame and a thunk would add one (the frame rule).
+    FrameReaderBehindFramedThunk,
+}
+
+/// Build every candidate in parallel (in candidate order), or say why not: the body cannot
+/// be built, or it reads its frame behind a thunk that would add one.
 fn build_all(
     module: &Module,
     target: &TargetInfo,
     isa: &dyn TargetIsa,
     analysis: &Analysis,
-) -> Vec<Option<(Candidate, Built)>> {
+) -> Vec<Result<(Candidate, Built), NotBuilt>> {
     let tail_calls = isa.flags().preserve_frame_pointers();
     let config = isa.frontend_config();
     analysis
         .candidates
         .par_iter()
         .map(|c| {
-            let built = build(module, target, config, tail_calls, &analysis.holes, c)?;
+            let built = build(module, target, config, tail_calls, &analysis.holes, c)
+                .ok_or(NotBuilt::Unbuildable)?;
             // A body that reads its frame runs behind frameless thunks only (a jump after
             // loading registers): a thunk that calls would be the body's caller.
             let reads_frame = c
@@ -372,9 +387,9 @@ fn build_all(
                 .any(|&m| module.get(m).observes_its_frame());
             let frameless = |t: &Function| isa.is_frameless_thunk(t);
             if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
-                return None;
+                return Err(NotBuilt::FrameReaderBehindFramedThunk);
             }
-            Some((c.clone(), built))
+            Ok((c.clone(), built))
         })
         .collect()
 }
@@ -444,10 +459,15 @@ pub fn merge_similar_keeping_replaced(
     let mut replaced: Vec<(FuncIndex, Function)> = Vec::new();
     let analysis = analyse(&module, target, options);
     report.over_hole_limit = analysis.over_hole_limit;
-    let built: Vec<Option<(Candidate, Built)>> = build_all(&module, target, isa, &analysis)
+    let built_or_not = build_all(&module, target, isa, &analysis);
+    report.frame_readers_behind_framed_thunks = built_or_not
+        .iter()
+        .filter(|b| matches!(b, Err(NotBuilt::FrameReaderBehindFramedThunk)))
+        .count();
+    let built: Vec<Option<(Candidate, Built)>> = built_or_not
         .into_par_iter()
         .map(|entry| {
-            let (c, built) = entry?;
+            let (c, built) = entry.ok()?;
             if !similar.cost_model || c.params.is_empty() {
                 return Some((c, built));
             }
