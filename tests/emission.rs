@@ -676,6 +676,187 @@ block0(v0: i64, v1: i32):
     }
 }
 
+/// Merge-similar's thunks on aarch64 are register thunks too: written directly, no frame,
+/// each added value in its argument register (x3.. after three own `system_v` arguments;
+/// x4.. after two own `tail` arguments, whose integers start at x2), function addresses
+/// through the GOT with PIC and PC-relative or from a literal without, then `b` to the
+/// body. Each thunk's symbol is exactly as large as the cost model weighed it.
+#[test]
+fn aarch64_similar_thunks_are_register_moves_and_a_branch() {
+    use clif_merge::merge::similar::{merge_similar, CodeFacts, SimilarOptions};
+    use object::{RelocationFlags, RelocationTarget};
+    let clif = "
+function %leaf_a(i64, i64, i64) -> i64 system_v {
+block0(v0: i64, v1: i64, v2: i64):
+    return v0
+}
+function %leaf_b(i64, i64, i64) -> i64 system_v {
+block0(v0: i64, v1: i64, v2: i64):
+    return v1
+}
+function %far_a(i64, i64, i64) -> i64 system_v {
+block0(v0: i64, v1: i64, v2: i64):
+    return v2
+}
+function %far_b(i64, i64, i64) -> i64 system_v {
+block0(v0: i64, v1: i64, v2: i64):
+    v3 = iadd v0, v1
+    return v3
+}
+function %sv_a(i64, i64, i64) -> i64 system_v {
+    sig0 = (i64, i64, i64) -> i64 system_v
+    fn0 = colocated %leaf_a sig0
+    fn1 = %far_a sig0
+block0(v0: i64, v1: i64, v2: i64):
+    v3 = func_addr.i64 fn0
+    v4 = func_addr.i64 fn1
+    v5 = iconst.i64 0x1234_5678_9abc_def0
+    v6 = call_indirect sig0, v3(v0, v1, v2)
+    v7 = call_indirect sig0, v4(v6, v5, v2)
+    v8 = imul v7, v5
+    return v8
+}
+function %sv_b(i64, i64, i64) -> i64 system_v {
+    sig0 = (i64, i64, i64) -> i64 system_v
+    fn0 = colocated %leaf_b sig0
+    fn1 = %far_b sig0
+block0(v0: i64, v1: i64, v2: i64):
+    v3 = func_addr.i64 fn0
+    v4 = func_addr.i64 fn1
+    v5 = iconst.i64 -2
+    v6 = call_indirect sig0, v3(v0, v1, v2)
+    v7 = call_indirect sig0, v4(v6, v5, v2)
+    v8 = imul v7, v5
+    return v8
+}
+function %tl_a(i64, i64) -> i64 tail {
+block0(v0: i64, v1: i64):
+    v2 = iconst.i32 -3
+    v3 = sextend.i64 v2
+    v4 = iadd v0, v3
+    v5 = imul v4, v1
+    return v5
+}
+function %tl_b(i64, i64) -> i64 tail {
+block0(v0: i64, v1: i64):
+    v2 = iconst.i32 77
+    v3 = sextend.i64 v2
+    v4 = iadd v0, v3
+    v5 = imul v4, v1
+    return v5
+}
+";
+    let elf = |r_type| RelocationFlags::Elf { r_type };
+    let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
+    for pic in [true, false] {
+        let settings = [
+            ("is_pic".to_string(), pic.to_string()),
+            ("preserve_frame_pointers".to_string(), "true".to_string()),
+        ];
+        let isa = build_isa(&target, &settings).unwrap();
+        let mut module = Module::new();
+        for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
+            module.add(p.func, Linkage::Export, false).unwrap();
+        }
+        let options = MergeOptions::default();
+        let (module, report) = merge_similar(
+            module,
+            &target,
+            &*isa,
+            &options,
+            &SimilarOptions { cost_model: false },
+        );
+        assert_eq!(report.groups.len(), 2, "{report:?}");
+        let weighed: Vec<(String, u64)> = ["%sv_a", "%sv_b", "%tl_a", "%tl_b"]
+            .iter()
+            .map(|name| {
+                let f = module.lookup(&FuncName::parse(name).unwrap()).unwrap();
+                let thunk = &module.get(f).func;
+                assert!(isa.is_frameless_thunk(thunk), "{name}");
+                (name[1..].to_string(), CodeFacts::text_size(&*isa, thunk))
+            })
+            .collect();
+        let plan = clif_merge::merge(&module, &target, &options);
+        let (bytes, _) =
+            emit_object(&module, &plan, isa, &options, &EmitOptions::default()).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let text = file.section_by_name(".text").unwrap();
+        let data = text.data().unwrap();
+        let relocs: Vec<(u64, RelocationFlags, String)> = text
+            .relocations()
+            .map(|(offset, r)| {
+                let RelocationTarget::Symbol(s) = r.target() else {
+                    panic!("relocation at {offset:#x} does not name a symbol")
+                };
+                let name = file.symbol_by_index(s).unwrap().name().unwrap();
+                (offset, r.flags(), name.to_string())
+            })
+            .collect();
+        for (name, size) in &weighed {
+            let sym = file.symbols().find(|s| s.name() == Ok(name)).unwrap();
+            assert_eq!(sym.size(), *size, "{name}: as large as weighed");
+            let at = sym.address() as usize;
+            let words: Vec<u32> = data[at..at + sym.size() as usize]
+                .chunks(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+            // No frame: no `stp x29, x30, [sp, #-16]!` (0xA9BF7BFD) anywhere.
+            assert!(!words.contains(&0xA9BF_7BFD), "{name}: {words:x?}");
+            let reloc_at = |i: usize| {
+                let offset = sym.address() + 4 * i as u64;
+                relocs
+                    .iter()
+                    .find(|r| r.0 == offset)
+                    .map(|r| (r.1, r.2.as_str()))
+            };
+            let last = words.len() - 1;
+            assert_eq!(words[last], 0x1400_0000, "{name} ends with `b`");
+            // The body is named after the group's first member.
+            let body = format!("clif_merge_similar_{}_a", &name[..name.len() - 2]);
+            assert_eq!(
+                reloc_at(last),
+                Some((elf(object::elf::R_AARCH64_CALL26), body.as_str()))
+            );
+            let member = &name[name.len() - 1..];
+            let (leaf, far) = (format!("leaf_{member}"), format!("far_{member}"));
+            let rd = |w: u32| w & 0x1F;
+            if name.starts_with("sv") {
+                // The two addresses in x3 and x4, the constant in x5.
+                let got = [
+                    elf(object::elf::R_AARCH64_ADR_GOT_PAGE),
+                    elf(object::elf::R_AARCH64_LD64_GOT_LO12_NC),
+                ];
+                if pic {
+                    for (i, reg, target) in [(0, 3, &leaf), (2, 4, &far)] {
+                        assert_eq!(words[i] & 0x9F00_0000, 0x9000_0000, "{name}: adrp");
+                        assert_eq!(rd(words[i]), reg);
+                        assert_eq!(reloc_at(i), Some((got[0], target.as_str())));
+                        assert_eq!(reloc_at(i + 1), Some((got[1], target.as_str())));
+                    }
+                } else {
+                    // adrp + add for the colocated leaf, a literal for the other.
+                    assert_eq!(rd(words[0]), 3);
+                    let near = elf(object::elf::R_AARCH64_ADR_PREL_PG_HI21);
+                    assert_eq!(reloc_at(0), Some((near, leaf.as_str())));
+                    let lo12 = elf(object::elf::R_AARCH64_ADD_ABS_LO12_NC);
+                    assert_eq!(reloc_at(1), Some((lo12, leaf.as_str())));
+                    assert_eq!(words[2], 0x5800_0044, "{name}: ldr x4, #8");
+                    assert_eq!(words[3], 0x1400_0003, "{name}: b over the literal");
+                    let abs = elf(object::elf::R_AARCH64_ABS64);
+                    assert_eq!(reloc_at(4), Some((abs, far.as_str())));
+                }
+                let constant = &words[if pic { 4 } else { 6 }..last];
+                assert!(constant.iter().all(|&w| rd(w) == 5), "{name}: {words:x?}");
+            } else {
+                // tail: own arguments in x2 and x3, the constant (i32) in w4.
+                assert_eq!(words.len(), 2, "{name}: one move and `b`");
+                assert_eq!(rd(words[0]), 4, "{name}");
+                assert_eq!(words[0] >> 31, 0, "{name}: a W register");
+            }
+        }
+    }
+}
+
 extern "C" fn ext_two(a: i64, b: i64) -> i64 {
     a * 1000 + b
 }

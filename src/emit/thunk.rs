@@ -9,9 +9,18 @@
 //! there), a call followed by a return of its results otherwise.
 //!
 //! Merge-similar's thunks add arguments (constants, function addresses) before jumping.
-//! On x86_64, when all of the target's arguments travel in registers, such a CLIF thunk is
-//! recognised by its shape and written directly ([`register_thunk`]): a `mov` per added
-//! argument into its System V register, then the same `jmp`, with no frame.
+//! When all of the target's arguments travel in registers, such a CLIF thunk is recognised
+//! by its shape ([`shape`]) and written directly ([`register_thunk`]), with no frame, by
+//! the encoder of its ISA:
+//! - x86_64 (System V and `tail`): a `mov` per added argument into its register, then the
+//!   same `jmp`;
+//! - aarch64 (AAPCS64 and `tail`, whose integers start at x2): `movz`/`movn`/`movk` per
+//!   constant, a function address as Cranelift loads it (GOT with PIC, `adrp` + `add` or
+//!   a literal without), then `b`.
+//!
+//! A thunk without a frame is what lets merge-similar put a body that reads its return
+//! address or frame pointer behind it (the frame rule of [`crate::merge::similar`]), and it
+//! costs a few cycles where one with a frame costs a call's worth (bench/README.md §7).
 
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir::{self, InstBuilder};
@@ -22,9 +31,9 @@ use target_lexicon::Architecture;
 
 use crate::names::{external_name, user_func_name, FuncName};
 
-mod aarch64;
+pub mod aarch64;
 pub mod shape;
-mod x86_64;
+pub mod x86_64;
 
 /// A single-jump thunk as bytes and its relocation.
 pub struct JumpThunk {
