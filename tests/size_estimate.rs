@@ -172,7 +172,9 @@ fn estimate_is_a_pure_function_of_the_ir() {
     }
 }
 
-/// Facts the pass uses on a target: a thunk written as machine code has its exact size.
+/// Facts the pass uses on a target: a thunk written as machine code has its exact size,
+/// on x86_64 and aarch64, `system_v` and `tail` (whose integer arguments start at x2 on
+/// aarch64), and is frameless.
 #[test]
 fn register_thunks_are_weighed_exactly() {
     let clif = "
@@ -189,20 +191,31 @@ block0(v0: i64):
     v2 = call fn0(v0, v1)
     return v2
 }
+function %tail_thunk(i64, i64) -> i64 tail {
+    sig0 = (i64, i64, i64, i64) -> i64 tail
+    fn0 = colocated %tail_body sig0
+block0(v0: i64, v1: i64):
+    v2 = iconst.i64 0x1234_5678_9abc
+    v3 = iconst.i64 -2
+    return_call fn0(v0, v1, v2, v3)
+}
 ";
     let functions = parse_clif(clif, "thunk.clif").unwrap();
-    let thunk = &functions[1].func;
-    let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
-    let isa = build_isa(&target, &common::settings()).unwrap();
-    assert!(isa.is_frameless_thunk(thunk));
-    let compiled = text_size(&*isa, thunk.clone()).unwrap();
-    assert_eq!(CodeFacts::text_size(&*isa, thunk), compiled);
-    // The body is estimated, not compiled: close, not necessarily equal.
-    let body = &functions[0].func;
-    let estimate = CodeFacts::text_size(&*isa, body) as f64;
-    let compiled = text_size(&*isa, body.clone()).unwrap() as f64;
-    assert!(
-        (estimate - compiled).abs() <= 0.5 * compiled,
-        "{estimate} estimated for {compiled}"
-    );
+    for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+        let target = TargetInfo::from_triple_str(triple).unwrap();
+        let isa = build_isa(&target, &common::settings()).unwrap();
+        for thunk in [&functions[1].func, &functions[2].func] {
+            assert!(isa.is_frameless_thunk(thunk), "{triple}: {}", thunk.name);
+            let compiled = text_size(&*isa, thunk.clone()).unwrap();
+            assert_eq!(CodeFacts::text_size(&*isa, thunk), compiled, "{triple}");
+        }
+        // The body is estimated, not compiled: close, not necessarily equal.
+        let body = &functions[0].func;
+        let estimate = CodeFacts::text_size(&*isa, body) as f64;
+        let compiled = text_size(&*isa, body.clone()).unwrap() as f64;
+        assert!(
+            (estimate - compiled).abs() <= 0.5 * compiled,
+            "{triple}: {estimate} estimated for {compiled}"
+        );
+    }
 }

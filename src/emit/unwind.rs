@@ -36,13 +36,13 @@
 //! (empty, hence wrong) unwind information then, so the setting is checked here.
 //!
 //! **Thunks that are a single jump have no FDE** (`jmp rel32` on x86_64, `b imm26` on
-//! aarch64, and merge-similar's `mov`s followed by `jmp`, written as bytes by
-//! [`super::thunk`]): they make no call and do not touch the stack pointer, so no return
-//! address ever points into one. A synchronous unwinder (a C++ `throw`, a Rust panic) only
-//! looks up FDEs for return addresses of active calls and for its own frames; when a call
-//! goes through a thunk, the thunk's `jmp` has replaced it by the body before anything can
-//! throw, and the body returns straight to the thunk's caller, whose return address and FDE
-//! are the ones the unwinder finds. The `tests/unwind.rs` harness throws through thunks of
+//! aarch64, and merge-similar's register thunks, moves followed by `jmp` or `b`, written
+//! as bytes by [`super::thunk`]): they make no call and do not touch the stack pointer, so
+//! no return address ever points into one. A synchronous unwinder (a C++ `throw`, a Rust
+//! panic) only looks up FDEs for return addresses of active calls and for its own frames;
+//! when a call goes through a thunk, the thunk's jump has replaced it by the body before
+//! anything can throw, and the body returns straight to the thunk's caller, whose return
+//! address and FDE are the ones the unwinder finds. The `tests/unwind.rs` harness throws through thunks of
 //! every kind without an FDE for them. What a missing FDE does cost is asynchronous
 //! precision: libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no
 //! FDE for (after trying the signal-frame fallback, which recognises only the kernel's
