@@ -857,6 +857,42 @@ block0(v0: i64, v1: i64):
     }
 }
 
+/// The frame rule on both targets: members that read their frame are merged behind
+/// register thunks (`%depth_*`, `tail`, three constants) and kept apart when a thunk would
+/// need a frame (`%deep_*`, whose seventh integer argument goes on the stack); the report
+/// counts the group kept apart.
+#[test]
+fn frame_readers_are_merged_behind_register_thunks_only() {
+    use clif_merge::merge::similar::{merge_similar, SimilarOptions};
+    let path = root().join("fixtures/exec/register_thunks_pass_every_kind_of_value.clif");
+    let text = std::fs::read_to_string(path).unwrap();
+    for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+        let target = TargetInfo::from_triple_str(triple).unwrap();
+        let settings = [("preserve_frame_pointers".to_string(), "true".to_string())];
+        let isa = build_isa(&target, &settings).unwrap();
+        let mut module = Module::new();
+        for p in clif_merge::read::parse_clif(&text, "fixture.clif").unwrap() {
+            module.add(p.func, Linkage::Export, false).unwrap();
+        }
+        let (_, report) = merge_similar(
+            module,
+            &target,
+            &*isa,
+            &MergeOptions::default(),
+            &SimilarOptions::default(),
+        );
+        let merged = |prefix: &str| {
+            report
+                .groups
+                .iter()
+                .any(|g| g.members.iter().all(|m| m.starts_with(prefix)))
+        };
+        assert!(merged("%depth_"), "{triple}: {report:?}");
+        assert!(!merged("%deep_"), "{triple}: {report:?}");
+        assert_eq!(report.frame_readers_behind_framed_thunks, 1, "{triple}");
+    }
+}
+
 extern "C" fn ext_two(a: i64, b: i64) -> i64 {
     a * 1000 + b
 }
