@@ -298,7 +298,10 @@ fn main() {
     // Merged: merge-similar (cost model off) then identical merging, in the JIT.
     let mut wrapped = MergingModule::new(jit(), MergeOptions::default())
         .expect("a merger for the host")
-        .with_merge_similar(SimilarOptions { cost_model: false });
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment: false,
+        });
     let p_merged = build(&mut wrapped).expect("the program builds");
     let finalized = wrapped
         .finalize_definitions()

@@ -86,6 +86,12 @@ struct Cli {
     #[arg(long)]
     merge_similar: bool,
 
+    /// With --merge-similar, do not merge pairs of the functions left whose instructions
+    /// align (one body guarding their differences with an identifier parameter, each name
+    /// a thunk passing its own); on by default.
+    #[arg(long)]
+    no_alignment_merging: bool,
+
     /// Write thunks as compiled CLIF calls instead of a single jump.
     #[arg(long, hide = true)]
     clif_thunks: bool,
@@ -292,7 +298,10 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             // The command line writes objects, where an alias is a symbol at its body.
             aliases_share_address: true,
         },
-        similar: cli.merge_similar.then(SimilarOptions::default),
+        similar: cli.merge_similar.then(|| SimilarOptions {
+            alignment: !cli.no_alignment_merging,
+            ..SimilarOptions::default()
+        }),
         emit: EmitOptions {
             per_function_section: cli.function_sections,
             clif_thunks: cli.clif_thunks,
@@ -374,6 +383,11 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             .iter()
             .find(|g| names.iter().all(|n| g.members.contains(n)))
         {
+            Some(g) if g.aligned => text.push_str(&format!(
+                "merge-similar: merged by alignment into the body {} (its last parameter \
+                 the function identifier: 1 runs {}, 0 runs {}), each a thunk passing its own\n",
+                g.body, g.members[0], g.members[1]
+            )),
             Some(g) => text.push_str(&format!(
                 "merge-similar: they share the body {}\n",
                 g.body

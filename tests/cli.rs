@@ -894,6 +894,37 @@ fn explain_shows_the_alignment_when_not_even_similar() {
 }
 
 #[test]
+fn explain_says_when_alignment_merged_two_functions() {
+    let explain = |extra: &[&str]| {
+        let mut args = args![
+            fixture("exec/aligned_extra_pure_instructions.clif"),
+            "--target",
+            X86,
+            "--merge-similar",
+            "--explain",
+            "%pure_a",
+            "%pure_b"
+        ];
+        args.extend(extra.iter().map(OsString::from));
+        run(args).ok().stdout
+    };
+    let merged = explain(&[]);
+    assert!(
+        merged.contains(
+            "merge-similar: merged by alignment into the body %clif_merge_similar_aligned_pure_a (its \
+             last parameter the function identifier: 1 runs %pure_a, 0 runs %pure_b)"
+        ),
+        "{merged}"
+    );
+    let apart = explain(&["--no-alignment-merging"]);
+    assert!(!apart.contains("merged by alignment"), "{apart}");
+    assert!(
+        apart.contains("alignment of %pure_a and %pure_b"),
+        "{apart}"
+    );
+}
+
+#[test]
 fn no_progress_or_table_off_a_terminal_and_both_on_one() {
     // Off a terminal (pipes), with and without --quiet: nothing but what was asked for.
     for quiet in [false, true] {

@@ -631,7 +631,10 @@ block0(v0: i64, v1: i32):
             &target,
             &*isa,
             &options,
-            &SimilarOptions { cost_model: false },
+            &SimilarOptions {
+                cost_model: false,
+                alignment: false,
+            },
         );
         let five = report
             .groups

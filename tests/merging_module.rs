@@ -154,7 +154,10 @@ fn a_bad_function_is_refused_at_define_function_by_its_declared_name() {
 fn shared_bodies_are_anonymous() {
     let mut m = MergingModule::new(object_module(), aliases_options())
         .unwrap()
-        .with_merge_similar(SimilarOptions { cost_model: false });
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment: false,
+        });
     for (i, c) in [11, 22, 33].into_iter().enumerate() {
         define_affine(&mut m, &format!("affine_{i}"), 0x1234_5678, c).unwrap();
     }

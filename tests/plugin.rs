@@ -498,7 +498,10 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
         .collect();
     let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default())
         .unwrap()
-        .with_merge_similar(SimilarOptions { cost_model: false });
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment: false,
+        });
     for (&id, &c) in ids.iter().zip(&constants) {
         merger.add(id, add_const(&module, id, I64, c)).unwrap();
     }
@@ -525,7 +528,10 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
         .collect();
     let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default())
         .unwrap()
-        .with_merge_similar(SimilarOptions { cost_model: false });
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment: false,
+        });
     for (&id, &c) in ids.iter().zip(&constants) {
         merger.add(id, add_const(&module, id, I64, c)).unwrap();
     }

@@ -732,7 +732,10 @@ fn check_fixture(file: &str) {
             addresses_insignificant,
             ..Default::default()
         };
-        let similar = SimilarOptions { cost_model };
+        let similar = SimilarOptions {
+            cost_model,
+            alignment: false,
+        };
         let what = format!(
             "merge-similar (cost model {cost_model}), then {mode:?} \
              (addresses insignificant: {addresses_insignificant})"
@@ -1031,7 +1034,10 @@ fn generated_programs_keep_every_result_in_the_interpreter() {
         &target,
         &*isa,
         &MergeOptions::default(),
-        &SimilarOptions { cost_model: false },
+        &SimilarOptions {
+            cost_model: false,
+            alignment: false,
+        },
     );
     for (_, m) in rewritten.iter() {
         cranelift_codegen::verify_function(&m.func, &*isa).unwrap_or_else(|e| {

@@ -11,6 +11,10 @@
 //! - `; expect: group <n> %a %b ...` merge-similar (every group within the parameter limit,
 //!   no cost model) makes exactly these functions thunks into one shared body with `n`
 //!   extra parameters;
+//! - `; expect: aligned %a %b` merge-similar with alignment merging (on for the fixture
+//!   when this directive is present, still without the cost model) makes exactly these two
+//!   functions thunks into one body merged by alignment (one extra parameter, the
+//!   identifier);
 //! - `; expect: alone %a ...` merge-similar leaves these functions as they are;
 //! - `; expect: equal %a %b ...` merge-similar gives exactly these functions one body
 //!   (the same text but for the name) and no thunk: they needed no parameter;
@@ -69,6 +73,7 @@ fn run_fixture(path: &Path) {
     let mut named: BTreeSet<String> = BTreeSet::new();
     let mut linkages: Vec<(String, Linkage)> = Vec::new();
     let mut groups: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    let mut aligned: Vec<BTreeSet<String>> = Vec::new();
     let mut alone: Vec<String> = Vec::new();
     let mut equal: Vec<BTreeSet<String>> = Vec::new();
     let mut flags: Vec<(String, String)> = Vec::new();
@@ -123,6 +128,13 @@ fn run_fixture(path: &Path) {
                 named.extend(members.iter().cloned());
                 groups.push((n, members));
             }
+            "aligned" => {
+                let members: BTreeSet<String> = words[1..].iter().map(|w| w.to_string()).collect();
+                assert_eq!(members.len(), 2, "{file}: an aligned group is a pair");
+                named.extend(members.iter().cloned());
+                aligned.push(members.clone());
+                groups.push((1, members));
+            }
             "equal" => {
                 let members: BTreeSet<String> = words[1..].iter().map(|w| w.to_string()).collect();
                 named.extend(members.iter().cloned());
@@ -161,7 +173,10 @@ fn run_fixture(path: &Path) {
         &target,
         &*isa,
         &MergeOptions::default(),
-        &SimilarOptions { cost_model: false },
+        &SimilarOptions {
+            cost_model: false,
+            alignment: !aligned.is_empty(),
+        },
     );
     for (n, members) in &groups {
         let found = report
@@ -174,6 +189,11 @@ fn run_fixture(path: &Path) {
         assert_eq!(
             found.holes, *n,
             "{file}: parameters of the group of {members:?}"
+        );
+        assert_eq!(
+            found.aligned,
+            aligned.contains(members),
+            "{file}: whether {members:?} were merged by alignment"
         );
     }
     for name in &alone {

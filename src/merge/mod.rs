@@ -11,6 +11,7 @@
 //! - [`candidates`]: partners worth aligning, by MinHash and LSH (the candidate source for
 //!   merging by alignment).
 
+pub mod aligned;
 pub mod candidates;
 pub mod groups;
 pub mod module;

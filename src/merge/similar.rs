@@ -64,6 +64,7 @@ use cranelift_codegen::ir::{
     self, AbiParam, ExtFuncData, Function, InstBuilder, InstructionData, Opcode,
 };
 use cranelift_codegen::isa::{CallConv, TargetIsa};
+use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::SecondaryMap;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use rayon::prelude::*;
@@ -104,6 +105,11 @@ pub struct SimilarGroup {
     /// from the IR; 0 without the cost model). The command line replaces it with the
     /// members compiled from their bodies as read when it shows sizes.
     pub unmerged_bytes: u64,
+    /// Merged by alignment ([`super::aligned`]): two members whose differing instructions
+    /// the body guards by its one parameter, an identifier (1 for the first member, 0 for
+    /// the second); `false` for a group of holes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aligned: bool,
     /// Bytes of the shared body in the object written (filled by the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<u64>,
@@ -121,11 +127,18 @@ pub struct SimilarOptions {
     /// members, by the cost model's estimate (on by default). Off, every group within the
     /// parameter limit is merged: for tests of the rewriting itself.
     pub cost_model: bool,
+    /// After the groups of holes, merge pairs of the functions left whose instructions
+    /// align, differences guarded by an identifier parameter ([`super::aligned`]; on by
+    /// default).
+    pub alignment: bool,
 }
 
 impl Default for SimilarOptions {
     fn default() -> Self {
-        Self { cost_model: true }
+        Self {
+            cost_model: true,
+            alignment: true,
+        }
     }
 }
 
@@ -200,6 +213,8 @@ struct Candidate {
     members: Vec<FuncIndex>,
     /// The body's extra parameters, each the hole positions it fills.
     params: Vec<Vec<usize>>,
+    /// A pair merged by alignment (its one parameter the identifier).
+    aligned: bool,
 }
 
 /// A group merge-similar can merge, as built before the cost model decides: one member
@@ -519,8 +534,21 @@ pub fn merge_similar_keeping_replaced(
             continue;
         }
         let in_use = in_use.get_or_insert_with(|| module.symbols_starting_with(BODY_PREFIX));
-        let name = unique_body_name(in_use, &module.get(candidate.members[0]).name);
+        let name = unique_body_name(in_use, "", &module.get(candidate.members[0]).name);
         accepted.push((candidate, b, name));
+    }
+    if similar.alignment {
+        let in_use = in_use.get_or_insert_with(|| module.symbols_starting_with(BODY_PREFIX));
+        accepted.extend(aligned_pairs(
+            &module,
+            target,
+            isa,
+            similar,
+            &siblings,
+            &accepted,
+            &made_equal,
+            in_use,
+        ));
     }
     let mut module = module;
     for (members, body) in made_equal {
@@ -568,6 +596,7 @@ pub fn merge_similar_keeping_replaced(
                 body: name.to_string(),
                 members,
                 holes: candidate.params.len(),
+                aligned: candidate.aligned,
                 bytes_before: b.before,
                 bytes_after: b.after,
                 unmerged_bytes: b.unmerged,
@@ -601,6 +630,80 @@ impl Replaced {
         bodies.sort_unstable_by_key(|(f, _)| *f);
         Self { bodies }
     }
+}
+
+/// The pairs alignment merging takes among the representatives that no group of holes
+/// took ([`super::aligned`]), as candidates with their bodies and thunks, each named.
+#[allow(clippy::too_many_arguments)]
+fn aligned_pairs(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    similar: &SimilarOptions,
+    siblings: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    accepted: &[(Candidate, Built, FuncName)],
+    made_equal: &[(Vec<FuncIndex>, Function)],
+    in_use: &mut HashSet<String>,
+) -> Vec<(Candidate, Built, FuncName)> {
+    let mut busy: std::collections::HashSet<FuncIndex> = std::collections::HashSet::new();
+    for f in module.indices() {
+        // Classmates after the first are represented by it.
+        busy.extend(siblings[f].iter().skip(1).copied());
+    }
+    busy.extend(
+        accepted
+            .iter()
+            .flat_map(|(c, _, _)| c.members.iter().copied()),
+    );
+    busy.extend(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
+    let free: Vec<FuncIndex> = module.indices().filter(|f| !busy.contains(f)).collect();
+    let tail_calls = isa.flags().preserve_frame_pointers();
+    let config = isa.frontend_config();
+    let identifier = |member: FuncIndex, body: &Function, values: &[(ir::Type, i64)]| {
+        let holes: Vec<Hole> = values
+            .iter()
+            .map(|&(ty, bits)| Hole {
+                inst: ir::Inst::reserved_value(),
+                value: HoleValue::Constant { ty, bits },
+            })
+            .collect();
+        let params: Vec<Vec<usize>> = (0..holes.len()).map(|i| vec![i]).collect();
+        thunk(
+            &module.get(member).func,
+            &holes,
+            &params,
+            &body.signature,
+            config,
+            tail_calls,
+        )
+    };
+    super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier)
+        .into_iter()
+        .map(|(merged, thunks)| {
+            let members = vec![merged.left, merged.right];
+            let unmerged = members
+                .iter()
+                .map(|&m| isa.text_size(&module.get(m).func) * siblings[m].len().max(1) as u64)
+                .sum();
+            let name = unique_body_name(in_use, "aligned_", &module.get(merged.left).name);
+            (
+                Candidate {
+                    members,
+                    // Only the identifier is reported.
+                    params: vec![vec![0]],
+                    aligned: true,
+                },
+                Built {
+                    body: merged.body,
+                    thunks,
+                    before: merged.before,
+                    after: merged.after,
+                    unmerged,
+                },
+                name,
+            )
+        })
+        .collect()
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.
@@ -694,6 +797,7 @@ fn split_by_limit(
             out.push(Candidate {
                 members: ms,
                 params: parameters(run, values),
+                aligned: false,
             });
         }
         run.clear();
@@ -951,11 +1055,11 @@ fn rename_body_calls(thunk: &mut Function, name: &FuncName) {
     }
 }
 
-/// `clif_merge_similar_<first member>`, made unique against the symbols the module defines
-/// or refers to and earlier bodies' (`in_use`, from [`Module::symbols_starting_with`]).
-fn unique_body_name(in_use: &mut HashSet<String>, first: &FuncName) -> FuncName {
+/// `clif_merge_similar_<infix><first member>`, made unique against the symbols the module
+/// defines or refers to and earlier bodies' (`in_use`, from [`Module::symbols_starting_with`]).
+fn unique_body_name(in_use: &mut HashSet<String>, infix: &str, first: &FuncName) -> FuncName {
     let base = format!(
-        "{BODY_PREFIX}{}",
+        "{BODY_PREFIX}{infix}{}",
         super::policy::shared_body_symbol(first).trim_start_matches("clif_merge_body_")
     );
     FuncName::TestCase(fresh_symbol(base, in_use))

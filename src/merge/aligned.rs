@@ -1,0 +1,157 @@
+//! Alignment merging: pairs of functions that merge-similar leaves apart but whose
+//! instructions align become one body with a function-identifier parameter (FMSA, CGO
+//! 2019; HyFM, LCTES 2021), each member a thunk that passes its identifier.
+//!
+//! Holes ([`super::similar`]) merge functions equal but for constants, offsets and
+//! callees. What separates most of the rest is a few instructions: another opcode, an
+//! extra store, a missing conversion (bench/README.md §9: with instructions one side lacks
+//! inside blocks that pair, the corpora reach issue #14's targets). This pass runs inside
+//! merge-similar, after its groups are decided, on the functions left (one representative
+//! per class of equal functions, none already thunked):
+//!
+//! 1. **Partners.** [`super::candidates::find_candidates`] (MinHash and LSH) proposes
+//!    pairs; a pair whose signatures or reachable block counts differ is dropped before
+//!    aligning.
+//! 2. **Alignment.** Each pair is aligned ([`crate::detect::align`]) and built
+//!    ([`build::build_body`]): the *same blocks* variant — every block pairs, with equal
+//!    parameter types, and paired terminators merge; inside blocks instructions may
+//!    differ or exist on one side only. Anything else is declined.
+//! 3. **Frames.** A member that reads its frame is merged only when both thunks are
+//!    frameless jumps, as in merge-similar.
+//! 4. **Cost.** A pair is kept when the body and both thunks take fewer `.text` bytes
+//!    than the two members by [`CodeFacts::text_size`] (the calibrated IR estimate);
+//!    nothing is compiled.
+//! 5. **Choice.** Pairs are taken greedily by estimated saving (then by member index),
+//!    each function in one pair at most; every body taken is checked by Cranelift's
+//!    verifier (a body that fails is dropped, and debug builds panic: it is a bug).
+//!
+//! The left member (lower index) passes identifier 1, the right 0. Recursion through the
+//! pair needs nothing special: a call to a member is a call to its thunk. Deterministic:
+//! candidates are in index order, the choice is a function of the sizes and indices.
+
+pub mod build;
+
+use cranelift_codegen::ir::{Function, Type};
+use cranelift_codegen::isa::TargetIsa;
+use rayon::prelude::*;
+
+use super::candidates::{find_candidates, CandidateOptions};
+use super::module::{FuncIndex, Module};
+use super::similar::CodeFacts;
+use crate::detect::side_by_side::align_functions;
+use crate::target::TargetInfo;
+
+/// Writes a member's thunk into a body: the member, the body, and the integer values
+/// (type, bits) it passes after its own arguments.
+pub type ThunkWriter<'a> =
+    dyn Fn(FuncIndex, &Function, &[(Type, i64)]) -> Option<Function> + Sync + 'a;
+
+/// A pair merged by alignment: its body (not yet named) and what the cost model weighed.
+pub struct AlignedMerge {
+    /// The member passing identifier 1 (the lower index).
+    pub left: FuncIndex,
+    /// The member passing identifier 0.
+    pub right: FuncIndex,
+    /// The merged body: the members' signature and the identifier last.
+    pub body: Function,
+    /// `.text` bytes of the two members, estimated.
+    pub before: u64,
+    /// `.text` bytes of the body and both thunks, estimated.
+    pub after: u64,
+}
+
+/// The pairs of `free` (functions nothing else merged) worth merging by alignment, chosen
+/// as the module docs say. `thunk(member, body, values)` writes the member's thunk that
+/// passes its own arguments and then `values` (zeros for parameters only the other member
+/// has, then its identifier), as merge-similar writes its own; `cost_model` off takes every pair that builds (tests).
+pub fn merge_aligned(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    free: &[FuncIndex],
+    cost_model: bool,
+    thunk: &ThunkWriter<'_>,
+) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
+    let pairs = find_candidates(module, target, free, &CandidateOptions::default());
+    let mut built: Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> = pairs
+        .par_iter()
+        .filter_map(|p| {
+            let (l, r) = (&module.get(p.left).func, &module.get(p.right).func);
+            if build::body_signature(&l.signature, &r.signature).is_none()
+                || l.dfg.num_blocks() == 0
+            {
+                return None;
+            }
+            let pair = align_functions(target, l, r);
+            if pair.left.block_count() != pair.right.block_count() {
+                return None;
+            }
+            let body = build::build_body(
+                l,
+                r,
+                (&pair.left, &pair.right),
+                &pair.alignment,
+                target.pointer_type(),
+            );
+            let body = body?;
+            // Each member passes zeros for the parameters only the other has, then its
+            // identifier.
+            let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
+                let all = &body.signature.params;
+                all[own.signature.params.len()..all.len() - 1]
+                    .iter()
+                    .map(|p| (p.value_type, 0))
+                    .chain([(build::ID_TYPE, id)])
+                    .collect()
+            };
+            let thunks = vec![
+                (p.left, thunk(p.left, &body, &values(l, 1))?),
+                (p.right, thunk(p.right, &body, &values(r, 0))?),
+            ];
+            let reads_frame =
+                module.get(p.left).observes_its_frame() || module.get(p.right).observes_its_frame();
+            if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
+                return None;
+            }
+            let before = isa.text_size(l) + isa.text_size(r);
+            let after =
+                isa.text_size(&body) + thunks.iter().map(|(_, t)| isa.text_size(t)).sum::<u64>();
+            if cost_model && after >= before {
+                return None;
+            }
+            Some((
+                AlignedMerge {
+                    left: p.left,
+                    right: p.right,
+                    body,
+                    before,
+                    after,
+                },
+                thunks,
+            ))
+        })
+        .collect();
+    built.sort_by_key(|(m, _)| {
+        (
+            std::cmp::Reverse(m.before as i64 - m.after as i64),
+            m.left,
+            m.right,
+        )
+    });
+    let mut used = std::collections::HashSet::new();
+    built
+        .into_iter()
+        .filter(|(m, _)| {
+            if used.contains(&m.left) || used.contains(&m.right) {
+                return false;
+            }
+            if let Err(errors) = cranelift_codegen::verify_function(&m.body, isa) {
+                debug_assert!(false, "an aligned body does not verify: {errors}");
+                return false;
+            }
+            used.insert(m.left);
+            used.insert(m.right);
+            true
+        })
+        .collect()
+}

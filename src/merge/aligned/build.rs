@@ -1,0 +1,1109 @@
+//! The body of two aligned functions: one function that runs the left member when its
+//! identifier parameter is non-zero and the right member otherwise.
+//!
+//! Scope (see [`super`]): the same calling convention and returns, the parameters of one
+//! member a prefix of the other's (the rest plain integers: the shorter member's thunk
+//! passes zeros, which it never reads); every block pairs with one of the other side (the
+//! alignment's block items, entry with entry) whose parameters have the same types; and
+//! paired blocks end in terminators that merge. Within a pair of blocks the alignment's
+//! steps are walked in order:
+//!
+//! - a pair of instructions equal up to their value operands (entities compared after
+//!   importing both into the body: callees by name, memory flags by content, ...) becomes
+//!   one instruction; an operand whose two values differ reads `select(id, left, right)`
+//!   (one per block for the same two values). Block arguments are operands, so the
+//!   paired blocks' parameters are the phis of both members;
+//! - a pair of direct calls (`call`, `return_call`, `try_call`) equal but for the function
+//!   called, of one signature, becomes the indirect call of `select(id, func_addr left,
+//!   func_addr right)`;
+//! - an instruction one side has, or a pair that differs otherwise, is *speculated*
+//!   (emitted unconditionally, its results that side's values) when it is pure and cannot
+//!   trap, load, store or call, and reads nothing still pending; otherwise it joins the
+//!   pending *diamond*: `brif id, left_arm, right_arm`, each arm runs its side's
+//!   instructions in order and jumps to a join block whose parameters carry the values
+//!   defined there that are read later (the other arm passes a zero of that type; a
+//!   differing pair's results share a parameter; an empty arm is the branch straight to
+//!   the join). The diamond is closed before the next merged instruction, so every
+//!   side effect keeps its order on its side.
+//!
+//! Paired blocks keep the members' control flow (diamonds are inside blocks), so every
+//! value's definition still dominates its uses. `get_exception_handler_address` names the
+//! block that ends in its `try_call`, which is the last block its paired block became.
+//! Anything outside the scope — jump tables, dynamic stack slots, user stack maps,
+//! terminators that differ, a zero that cannot be written (vectors, `i128`), an entity
+//! that does not import — makes [`build_body`] return `None`: the pair is not merged.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::instructions::InstructionMapper;
+use cranelift_codegen::ir::{
+    self, types, AbiParam, Block, BlockArg, BlockCall, Function, GlobalValue, GlobalValueData,
+    Inst, InstBuilder, InstructionData, Opcode, Type, Value,
+};
+use cranelift_entity::packed_option::PackedOption;
+use cranelift_entity::SecondaryMap;
+
+use crate::detect::align::{Alignment, Step};
+use crate::detect::fingerprint::{ItemKind, ItemRef, Linearised};
+
+/// The type of the identifier parameter the body takes last: 1 runs the left member, 0
+/// the right.
+pub const ID_TYPE: Type = types::I32;
+
+/// Which member.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Left,
+    Right,
+}
+
+/// What one member's entities became in the body.
+#[derive(Default)]
+struct Imported {
+    values: SecondaryMap<Value, PackedOption<Value>>,
+    blocks: SecondaryMap<Block, PackedOption<Block>>,
+    global_values: SecondaryMap<GlobalValue, PackedOption<GlobalValue>>,
+    signatures: SecondaryMap<ir::SigRef, PackedOption<ir::SigRef>>,
+    func_refs: SecondaryMap<ir::FuncRef, PackedOption<ir::FuncRef>>,
+    stack_slots: SecondaryMap<ir::StackSlot, PackedOption<ir::StackSlot>>,
+    /// How often each value is read (resolved aliases), over the whole member.
+    uses: HashMap<Value, u32>,
+}
+
+/// The body under construction and both members' imports.
+struct Builder<'a> {
+    body: Function,
+    id: Value,
+    left: &'a Function,
+    right: &'a Function,
+    lin: [&'a Linearised; 2],
+    /// The target's pointer type (of function addresses).
+    pointer: Type,
+    imported: [Imported; 2],
+    /// Set when something could not be imported: the pair is not merged.
+    failed: bool,
+    /// `select(id, a, b)` made in a block, reused by later operands of that block.
+    selects: HashMap<(Block, Value, Value), Value>,
+}
+
+/// Instructions waiting to be guarded by the identifier.
+#[derive(Default)]
+struct Diamond {
+    left: Vec<Inst>,
+    right: Vec<Inst>,
+    /// Pairs that differ: their results share join parameters.
+    pairs: Vec<(Inst, Inst)>,
+}
+
+impl Diamond {
+    fn is_empty(&self) -> bool {
+        self.left.is_empty() && self.right.is_empty()
+    }
+}
+
+/// The merged body of `left` and `right` along `alignment` (of their linearisations
+/// `lin`), with the members' signature and an [`ID_TYPE`] parameter appended; `None` when
+/// the pair is outside the scope (module docs).
+pub fn build_body<'a>(
+    left: &'a Function,
+    right: &'a Function,
+    lin: (&'a Linearised, &'a Linearised),
+    alignment: &Alignment,
+    pointer: Type,
+) -> Option<Function> {
+    let signature = body_signature(&left.signature, &right.signature)?;
+    if !in_scope(left) || !in_scope(right) {
+        return None;
+    }
+    let blocks = block_pairs(left, right, lin, alignment)?;
+    let mut b = Builder {
+        body: Function::with_name_signature(ir::UserFuncName::default(), signature),
+        id: Value::from_u32(0),
+        left,
+        right,
+        lin: [lin.0, lin.1],
+        pointer,
+        imported: [Imported::default(), Imported::default()],
+        failed: false,
+        selects: HashMap::new(),
+    };
+    b.imported[0].uses = use_counts(left);
+    b.imported[1].uses = use_counts(right);
+    b.import_stack_slots();
+
+    // Blocks, with their parameters paired; the entry gets the identifier last.
+    for (i, &(lb, rb, _)) in blocks.iter().enumerate() {
+        let block = b.body.dfg.make_block();
+        if left.layout.is_cold(lb) && right.layout.is_cold(rb) {
+            b.body.layout.set_cold(block);
+        }
+        let (lp, rp) = (left.dfg.block_params(lb), right.dfg.block_params(rb));
+        // Paired parameters; the entry's may be longer on one side (`body_signature`).
+        for i in 0..lp.len().max(rp.len()) {
+            let (l, r) = (lp.get(i), rp.get(i));
+            let ty = match (l, r) {
+                (Some(&l), _) => left.dfg.value_type(l),
+                (None, Some(&r)) => right.dfg.value_type(r),
+                (None, None) => unreachable!("within the longer list"),
+            };
+            let p = b.body.dfg.append_block_param(block, ty);
+            if let Some(&l) = l {
+                b.imported[0].values[l] = p.into();
+            }
+            if let Some(&r) = r {
+                b.imported[1].values[r] = p.into();
+            }
+        }
+        if i == 0 {
+            b.id = b.body.dfg.append_block_param(block, ID_TYPE);
+        }
+        b.imported[0].blocks[lb] = block.into();
+        b.imported[1].blocks[rb] = block.into();
+    }
+    let limits = (
+        left.stack_limit.map(|gv| b.global_value(Side::Left, gv)),
+        right.stack_limit.map(|gv| b.global_value(Side::Right, gv)),
+    );
+    if limits.0 != limits.1 {
+        return None;
+    }
+    b.body.stack_limit = limits.0;
+
+    // Where each paired block's terminator ended up (diamonds split blocks): what
+    // `get_exception_handler_address` names.
+    let mut ends: HashMap<Block, Block> = HashMap::new();
+    for (lb, _, steps) in &blocks {
+        let block = b.imported[0].blocks[*lb].expand()?;
+        b.body.layout.append_block(block);
+        b.fill_block(block, steps)?;
+        if b.failed {
+            return None;
+        }
+        ends.insert(block, b.body.layout.last_block()?);
+    }
+    let insts: Vec<Inst> = b
+        .body
+        .layout
+        .blocks()
+        .flat_map(|block| b.body.layout.block_insts(block))
+        .collect();
+    for inst in insts {
+        if let InstructionData::ExceptionHandlerAddress { block, .. } = &mut b.body.dfg.insts[inst]
+        {
+            *block = *ends.get(block)?;
+        }
+    }
+    Some(b.body)
+}
+
+/// The body's signature: the members' (the same calling convention and returns; the
+/// parameters of one may be a prefix of the other's, the rest plain integers that the
+/// shorter member's thunk passes as zeros) and the identifier last. `None` otherwise.
+pub fn body_signature(left: &ir::Signature, right: &ir::Signature) -> Option<ir::Signature> {
+    let (long, short) = if left.params.len() >= right.params.len() {
+        (left, right)
+    } else {
+        (right, left)
+    };
+    let rest = &long.params[short.params.len()..];
+    let plain = |p: &AbiParam| {
+        p.purpose == ir::ArgumentPurpose::Normal
+            && p.extension == ir::ArgumentExtension::None
+            && matches!(
+                p.value_type,
+                types::I8 | types::I16 | types::I32 | types::I64
+            )
+    };
+    if left.call_conv != right.call_conv
+        || left.returns != right.returns
+        || !long.params.starts_with(&short.params)
+        || !rest.iter().all(plain)
+    {
+        return None;
+    }
+    let mut signature = long.clone();
+    signature.params.push(AbiParam::new(ID_TYPE));
+    Some(signature)
+}
+
+/// Whether `func` uses nothing this builder declines: jump tables, dynamic stack slots,
+/// user stack maps.
+fn in_scope(func: &Function) -> bool {
+    func.dfg.dynamic_types.is_empty()
+        && func.dynamic_stack_slots.is_empty()
+        && func.layout.blocks().all(|block| {
+            func.layout.block_insts(block).all(|inst| {
+                func.dfg
+                    .user_stack_map_entries(inst)
+                    .is_none_or(|e| e.is_empty())
+                    && func.dfg.insts[inst].opcode() != Opcode::BrTable
+            })
+        })
+}
+
+/// The paired blocks in walk order, each with the instruction steps between its header
+/// and the next; `None` when a block is on one side only or parameter types differ.
+fn block_pairs<'s>(
+    left: &Function,
+    right: &Function,
+    (ll, rl): (&Linearised, &Linearised),
+    alignment: &'s Alignment,
+) -> Option<Vec<(Block, Block, &'s [Step])>> {
+    let mut out: Vec<(Block, Block, usize)> = Vec::new();
+    let mut ends = Vec::new();
+    for (i, step) in alignment.steps.iter().enumerate() {
+        let (l, r) = match *step {
+            Step::Pair(l, r, _) => (ll.items[l].kind, rl.items[r].kind),
+            Step::LeftOnly(l) if ll.items[l].is_block() => return None,
+            Step::RightOnly(r) if rl.items[r].is_block() => return None,
+            Step::LeftOnly(_) | Step::RightOnly(_) => continue,
+        };
+        match (l, r) {
+            (ItemKind::Block(lb), ItemKind::Block(rb)) => {
+                let types = |f: &Function, b: Block| -> Vec<Type> {
+                    f.dfg
+                        .block_params(b)
+                        .iter()
+                        .map(|&v| f.dfg.value_type(v))
+                        .collect()
+                };
+                let (lt, rt) = (types(left, lb), types(right, rb));
+                // The entry blocks' parameters are the signatures' (checked by
+                // `body_signature`): one may be a prefix of the other.
+                let entry = out.is_empty();
+                if lt != rt && !(entry && (lt.starts_with(&rt) || rt.starts_with(&lt))) {
+                    return None;
+                }
+                if !out.is_empty() {
+                    ends.push(i);
+                }
+                out.push((lb, rb, i + 1));
+            }
+            (ItemKind::Inst(..), ItemKind::Inst(..)) => {}
+            _ => return None,
+        }
+    }
+    ends.push(alignment.steps.len());
+    // The first items of both walks are the entry blocks.
+    let first = out.first()?;
+    if Some(first.0) != left.layout.entry_block() || Some(first.1) != right.layout.entry_block() {
+        return None;
+    }
+    Some(
+        out.into_iter()
+            .zip(ends)
+            .map(|((l, r, start), end)| (l, r, &alignment.steps[start..end]))
+            .collect(),
+    )
+}
+
+/// How often each value is read, aliases resolved.
+fn use_counts(func: &Function) -> HashMap<Value, u32> {
+    let mut uses = HashMap::new();
+    for block in func.layout.blocks() {
+        for inst in func.layout.block_insts(block) {
+            for v in func.dfg.inst_values(inst) {
+                *uses.entry(func.dfg.resolve_aliases(v)).or_default() += 1;
+            }
+        }
+    }
+    uses
+}
+
+/// Whether an instruction may run on the other member's path too: pure, no trap, no
+/// memory, no call, no control flow.
+fn speculable(opcode: Opcode) -> bool {
+    !(opcode.is_call()
+        || opcode.is_branch()
+        || opcode.is_terminator()
+        || opcode.is_return()
+        || opcode.can_load()
+        || opcode.can_store()
+        || opcode.can_trap()
+        || opcode.other_side_effects())
+}
+
+impl<'a> Builder<'a> {
+    fn func(&self, side: Side) -> &'a Function {
+        match side {
+            Side::Left => self.left,
+            Side::Right => self.right,
+        }
+    }
+
+    fn imported(&mut self, side: Side) -> &mut Imported {
+        &mut self.imported[side as usize]
+    }
+
+    /// Left slots are copied; a right slot shares the left slot at its index when their
+    /// data are equal (only one member runs per call), otherwise it is copied.
+    fn import_stack_slots(&mut self) {
+        let (left, right) = (self.left, self.right);
+        for (slot, data) in left.sized_stack_slots.iter() {
+            let new = self.body.sized_stack_slots.push(data.clone());
+            self.imported[0].stack_slots[slot] = new.into();
+        }
+        for (slot, data) in right.sized_stack_slots.iter() {
+            let new = match left.sized_stack_slots.get(slot) {
+                Some(l) if l == data => self.imported[0].stack_slots[slot].expand(),
+                _ => None,
+            }
+            .unwrap_or_else(|| self.body.sized_stack_slots.push(data.clone()));
+            self.imported[1].stack_slots[slot] = new.into();
+        }
+    }
+
+    fn value(&mut self, side: Side, v: Value) -> Value {
+        let v = self.func(side).dfg.resolve_aliases(v);
+        match self.imported(side).values[v].expand() {
+            Some(m) => m,
+            None => {
+                self.failed = true;
+                Value::from_u32(0)
+            }
+        }
+    }
+
+    fn external_name(&mut self, side: Side, name: &ir::ExternalName) -> ir::ExternalName {
+        match name {
+            ir::ExternalName::User(r) => {
+                let user = self.func(side).params.user_named_funcs()[*r].clone();
+                ir::ExternalName::User(self.body.declare_imported_user_function(user))
+            }
+            ir::ExternalName::TestCase(_)
+            | ir::ExternalName::LibCall(_)
+            | ir::ExternalName::KnownSymbol(_) => name.clone(),
+        }
+    }
+
+    fn signature(&mut self, side: Side, sig: ir::SigRef) -> ir::SigRef {
+        if let Some(s) = self.imported(side).signatures[sig].expand() {
+            return s;
+        }
+        let data = &self.func(side).dfg.signatures[sig];
+        let found = self
+            .body
+            .dfg
+            .signatures
+            .iter()
+            .find(|(_, d)| *d == data)
+            .map(|(s, _)| s);
+        let s = found.unwrap_or_else(|| self.body.dfg.signatures.push(data.clone()));
+        self.imported(side).signatures[sig] = s.into();
+        s
+    }
+
+    fn func_ref(&mut self, side: Side, func_ref: ir::FuncRef) -> ir::FuncRef {
+        if let Some(f) = self.imported(side).func_refs[func_ref].expand() {
+            return f;
+        }
+        let data = self.func(side).dfg.ext_funcs[func_ref].clone();
+        let data = ir::ExtFuncData {
+            name: self.external_name(side, &data.name),
+            signature: self.signature(side, data.signature),
+            colocated: data.colocated,
+            patchable: data.patchable,
+        };
+        let found = self
+            .body
+            .dfg
+            .ext_funcs
+            .iter()
+            .find(|(_, d)| **d == data)
+            .map(|(f, _)| f);
+        let f = found.unwrap_or_else(|| self.body.dfg.ext_funcs.push(data));
+        self.imported(side).func_refs[func_ref] = f.into();
+        f
+    }
+
+    fn mem_flags(&mut self, side: Side, flags: ir::MemFlags) -> ir::MemFlags {
+        let func = self.func(side);
+        let mut data = func.dfg.mem_flags[flags];
+        if let Some(region) = data.alias_region() {
+            let region = func.dfg.alias_regions[region].clone();
+            data.set_alias_region(Some(self.body.dfg.alias_regions.insert(region)));
+        }
+        match self.body.dfg.mem_flags.insert(data) {
+            Ok(f) => f,
+            Err(_) => {
+                self.failed = true;
+                flags
+            }
+        }
+    }
+
+    fn global_value(&mut self, side: Side, gv: GlobalValue) -> GlobalValue {
+        if let Some(g) = self.imported(side).global_values[gv].expand() {
+            return g;
+        }
+        let data = match self.func(side).global_values[gv].clone() {
+            GlobalValueData::Load {
+                base,
+                offset,
+                global_type,
+                flags,
+            } => GlobalValueData::Load {
+                base: self.global_value(side, base),
+                offset,
+                global_type,
+                flags: self.mem_flags(side, flags),
+            },
+            GlobalValueData::IAddImm {
+                base,
+                offset,
+                global_type,
+            } => GlobalValueData::IAddImm {
+                base: self.global_value(side, base),
+                offset,
+                global_type,
+            },
+            GlobalValueData::Symbol {
+                name,
+                offset,
+                colocated,
+                tls,
+            } => GlobalValueData::Symbol {
+                name: self.external_name(side, &name),
+                offset,
+                colocated,
+                tls,
+            },
+            data @ (GlobalValueData::VMContext | GlobalValueData::DynScaleTargetConst { .. }) => {
+                data
+            }
+        };
+        let found = self
+            .body
+            .global_values
+            .iter()
+            .find(|(_, d)| **d == data)
+            .map(|(g, _)| g);
+        let g = found.unwrap_or_else(|| self.body.global_values.push(data));
+        self.imported(side).global_values[gv] = g.into();
+        g
+    }
+
+    /// `inst` of `side` as an instruction of the body: entities imported, each value
+    /// operand read through `operand` (called in operand order).
+    fn import_inst(
+        &mut self,
+        side: Side,
+        inst: Inst,
+        operand: &mut dyn FnMut(&mut Self, Value) -> Value,
+    ) -> InstructionData {
+        let data = self.func(side).dfg.insts[inst];
+        let mut mapper = Mapper {
+            b: self,
+            side,
+            operand,
+        };
+        data.map(&mut mapper)
+    }
+
+    /// Whether `l` and `r` are the same instruction up to their value operands (and, with
+    /// `any_callee`, up to the function a direct call names).
+    fn same_up_to_operands(&mut self, l: Inst, r: Inst, any_callee: bool) -> bool {
+        let (lf, rf) = (self.left, self.right);
+        let (ld, rd) = (&lf.dfg.insts[l], &rf.dfg.insts[r]);
+        if ld.opcode() != rd.opcode()
+            || lf.dfg.inst_args(l).len() != rf.dfg.inst_args(r).len()
+            || lf.dfg.ctrl_typevar(l) != rf.dfg.ctrl_typevar(r)
+            || !types_equal(lf, lf.dfg.inst_args(l), rf, rf.dfg.inst_args(r))
+            || !types_equal(lf, lf.dfg.inst_results(l), rf, rf.dfg.inst_results(r))
+        {
+            return false;
+        }
+        let placeholder = &mut |_: &mut Self, _| Value::from_u32(0);
+        let lm = self.import_inst(Side::Left, l, placeholder);
+        let mut rm = self.import_inst(Side::Right, r, placeholder);
+        if any_callee {
+            match (lm, &mut rm) {
+                (
+                    InstructionData::Call { func_ref: a, .. },
+                    InstructionData::Call { func_ref: b, .. },
+                )
+                | (
+                    InstructionData::TryCall { func_ref: a, .. },
+                    InstructionData::TryCall { func_ref: b, .. },
+                ) => {
+                    let signature = |f: ir::FuncRef| self.body.dfg.ext_funcs[f].signature;
+                    if signature(a) != signature(*b) {
+                        return false;
+                    }
+                    *b = a;
+                }
+                _ => return false,
+            }
+        }
+        if ld.opcode().is_branch() {
+            return self.same_branches(&lm, &rm);
+        }
+        lm.eq(&rm, &self.body.dfg.value_lists)
+    }
+
+    /// Whether two branches imported into the body (operands all one placeholder) are the
+    /// same: the same successors with the same arguments (values, or a `try_call`'s
+    /// results), and for `try_call` the same callee, signature and catch tags.
+    fn same_branches(&self, l: &InstructionData, r: &InstructionData) -> bool {
+        let dfg = &self.body.dfg;
+        let pool = &dfg.value_lists;
+        let (ls, rs) = (
+            l.branch_destination(&dfg.jump_tables, &dfg.exception_tables),
+            r.branch_destination(&dfg.jump_tables, &dfg.exception_tables),
+        );
+        let successors = ls.len() == rs.len()
+            && ls
+                .iter()
+                .zip(rs)
+                .all(|(a, b)| a.block(pool) == b.block(pool) && a.args(pool).eq(b.args(pool)));
+        let tags = |t: ir::ExceptionTable| -> (ir::SigRef, Vec<Option<Option<ir::ExceptionTag>>>) {
+            let table = &dfg.exception_tables[t];
+            let items = table
+                .items()
+                .map(|item| match item {
+                    ir::ExceptionTableItem::Tag(tag, _) => Some(Some(tag)),
+                    ir::ExceptionTableItem::Default(_) => Some(None),
+                    ir::ExceptionTableItem::Context(_) => None,
+                })
+                .collect();
+            (table.signature(), items)
+        };
+        successors
+            && match (*l, *r) {
+                (InstructionData::Jump { .. }, InstructionData::Jump { .. })
+                | (InstructionData::Brif { .. }, InstructionData::Brif { .. }) => true,
+                (
+                    InstructionData::TryCall {
+                        func_ref: a,
+                        exception: ea,
+                        ..
+                    },
+                    InstructionData::TryCall {
+                        func_ref: b,
+                        exception: eb,
+                        ..
+                    },
+                ) => a == b && tags(ea) == tags(eb),
+                (
+                    InstructionData::TryCallIndirect { exception: ea, .. },
+                    InstructionData::TryCallIndirect { exception: eb, .. },
+                ) => tags(ea) == tags(eb),
+                _ => false,
+            }
+    }
+
+    /// Append a copy of `inst` of `side` to `block`, operands read through `operand`;
+    /// its results become `side`'s values.
+    fn emit(
+        &mut self,
+        side: Side,
+        inst: Inst,
+        block: Block,
+        operand: &mut dyn FnMut(&mut Self, Value) -> Value,
+    ) -> Inst {
+        self.emit_as(side, inst, block, None, operand)
+    }
+
+    /// [`Builder::emit`]; with `callee`, a direct call (`call`, `return_call`,
+    /// `try_call`) becomes the indirect call of `callee`.
+    fn emit_as(
+        &mut self,
+        side: Side,
+        inst: Inst,
+        block: Block,
+        callee: Option<Value>,
+        operand: &mut dyn FnMut(&mut Self, Value) -> Value,
+    ) -> Inst {
+        let mut data = self.import_inst(side, inst, operand);
+        let func = self.func(side);
+        let mut ctrl = func.dfg.ctrl_typevar(inst);
+        if let Some(callee) = callee {
+            ctrl = self.body.dfg.value_type(callee);
+            let pool = &mut self.body.dfg.value_lists;
+            data = match data {
+                InstructionData::Call {
+                    opcode,
+                    mut args,
+                    func_ref,
+                } => {
+                    args.insert(0, callee, pool);
+                    InstructionData::CallIndirect {
+                        opcode: match opcode {
+                            Opcode::ReturnCall => Opcode::ReturnCallIndirect,
+                            _ => Opcode::CallIndirect,
+                        },
+                        args,
+                        sig_ref: self.body.dfg.ext_funcs[func_ref].signature,
+                    }
+                }
+                InstructionData::TryCall {
+                    mut args,
+                    exception,
+                    ..
+                } => {
+                    args.insert(0, callee, pool);
+                    InstructionData::TryCallIndirect {
+                        opcode: Opcode::TryCallIndirect,
+                        args,
+                        exception,
+                    }
+                }
+                other => {
+                    self.failed = true;
+                    other
+                }
+            };
+        }
+        let new = self.body.dfg.make_inst(data);
+        self.body.dfg.make_inst_results(new, ctrl);
+        self.body.layout.append_inst(new, block);
+        let (old, new_results) = (
+            func.dfg.inst_results(inst).to_vec(),
+            self.body.dfg.inst_results(new).to_vec(),
+        );
+        if old.len() != new_results.len() {
+            self.failed = true;
+        }
+        for (o, n) in old.into_iter().zip(new_results) {
+            self.imported(side).values[o] = n.into();
+        }
+        new
+    }
+
+    /// Append `inst` of `side` with its own values.
+    fn emit_own(&mut self, side: Side, inst: Inst, block: Block) -> Inst {
+        self.emit(side, inst, block, &mut |b, v| b.value(side, v))
+    }
+
+    /// Walk one pair of blocks' steps into `block` of the body.
+    fn fill_block(&mut self, mut block: Block, steps: &[Step]) -> Option<()> {
+        let (left, right) = (self.left, self.right);
+        let mut pending = Diamond::default();
+        for step in steps {
+            match *step {
+                Step::Pair(l, r, _) => {
+                    let (l, r) = (self.inst_of(Side::Left, l)?, self.inst_of(Side::Right, r)?);
+                    let terminators = (
+                        left.dfg.insts[l].opcode().is_terminator(),
+                        right.dfg.insts[r].opcode().is_terminator(),
+                    );
+                    if self.same_up_to_operands(l, r, false) {
+                        block = self.close(block, &mut pending)?;
+                        self.emit_merged(l, r, block, false)?;
+                    } else if self.same_up_to_operands(l, r, true) {
+                        // Direct calls of other functions with one signature: an indirect
+                        // call of the selected address.
+                        block = self.close(block, &mut pending)?;
+                        self.emit_merged(l, r, block, true)?;
+                    } else if terminators != (false, false) {
+                        return None;
+                    } else if speculable(left.dfg.insts[l].opcode())
+                        && speculable(right.dfg.insts[r].opcode())
+                        && !self.reads_pending(Side::Left, l, &pending)
+                        && !self.reads_pending(Side::Right, r, &pending)
+                    {
+                        self.emit_own(Side::Left, l, block);
+                        self.emit_own(Side::Right, r, block);
+                    } else {
+                        pending.left.push(l);
+                        pending.right.push(r);
+                        pending.pairs.push((l, r));
+                    }
+                }
+                Step::LeftOnly(item) | Step::RightOnly(item) => {
+                    let side = if matches!(step, Step::LeftOnly(_)) {
+                        Side::Left
+                    } else {
+                        Side::Right
+                    };
+                    let i = self.inst_of(side, item)?;
+                    let opcode = self.func(side).dfg.insts[i].opcode();
+                    if opcode.is_terminator() {
+                        return None;
+                    }
+                    if speculable(opcode) && !self.reads_pending(side, i, &pending) {
+                        self.emit_own(side, i, block);
+                    } else if side == Side::Left {
+                        pending.left.push(i);
+                    } else {
+                        pending.right.push(i);
+                    }
+                }
+            }
+            if self.failed {
+                return None;
+            }
+        }
+        // The block must have ended in a merged terminator.
+        let last = self.body.layout.last_inst(block)?;
+        (pending.is_empty() && self.body.dfg.insts[last].opcode().is_terminator()).then_some(())
+    }
+
+    /// The instruction an item of `side`'s linearisation stands for.
+    fn inst_of(&self, side: Side, item: ItemRef) -> Option<Inst> {
+        match self.lin[side as usize].items.get(item)?.kind {
+            ItemKind::Inst(inst, _) => Some(inst),
+            ItemKind::Block(_) => None,
+        }
+    }
+
+    /// Whether `inst` of `side` reads a value defined by an instruction still pending.
+    fn reads_pending(&self, side: Side, inst: Inst, pending: &Diamond) -> bool {
+        let func = self.func(side);
+        let defined = match side {
+            Side::Left => &pending.left,
+            Side::Right => &pending.right,
+        };
+        func.dfg.inst_values(inst).any(|v| {
+            let v = func.dfg.resolve_aliases(v);
+            match func.dfg.value_def(v) {
+                ir::ValueDef::Result(def, _) => defined.contains(&def),
+                _ => false,
+            }
+        })
+    }
+
+    /// Append the merged instruction for the pair `l`, `r` (equal up to operands) to
+    /// `block`: each operand the left value where both sides' values are one, otherwise
+    /// `select(id, left, right)` placed before it.
+    /// With `by_address`, the pair are direct calls of other functions: the copy calls
+    /// `select(id, func_addr left, func_addr right)` indirectly.
+    fn emit_merged(&mut self, l: Inst, r: Inst, block: Block, by_address: bool) -> Option<()> {
+        let (lf, rf) = (self.left, self.right);
+        let callee = if by_address {
+            let callee = |side: Side, inst: Inst| match self.func(side).dfg.insts[inst] {
+                InstructionData::Call { func_ref, .. }
+                | InstructionData::TryCall { func_ref, .. } => Some(func_ref),
+                _ => None,
+            };
+            let (a, b) = (callee(Side::Left, l)?, callee(Side::Right, r)?);
+            let (a, b) = (self.func_ref(Side::Left, a), self.func_ref(Side::Right, b));
+            let (id, pointer) = (self.id, self.pointer);
+            let mut pos = FuncCursor::new(&mut self.body).at_bottom(block);
+            let (a, b) = (
+                pos.ins().func_addr(pointer, a),
+                pos.ins().func_addr(pointer, b),
+            );
+            Some(pos.ins().select(id, a, b))
+        } else {
+            None
+        };
+        let lv: Vec<Value> = lf.dfg.inst_values(l).collect();
+        let rv: Vec<Value> = rf.dfg.inst_values(r).collect();
+        if lv.len() != rv.len() {
+            return None;
+        }
+        let mut merged = Vec::with_capacity(lv.len());
+        for (&a, &b) in lv.iter().zip(&rv) {
+            let (ma, mb) = (self.value(Side::Left, a), self.value(Side::Right, b));
+            if self.failed {
+                return None;
+            }
+            if ma == mb {
+                merged.push(ma);
+            } else {
+                if self.body.dfg.value_type(ma) != self.body.dfg.value_type(mb) {
+                    return None;
+                }
+                let select = match self.selects.get(&(block, ma, mb)) {
+                    Some(&v) => v,
+                    None => {
+                        let id = self.id;
+                        let mut pos = FuncCursor::new(&mut self.body).at_bottom(block);
+                        let v = pos.ins().select(id, ma, mb);
+                        self.selects.insert((block, ma, mb), v);
+                        v
+                    }
+                };
+                merged.push(select);
+            }
+        }
+        // The copy reads the operands in `inst_values` order.
+        let mut next = merged.into_iter();
+        let inst = self.emit_as(Side::Left, l, block, callee, &mut |b, _| {
+            next.next().unwrap_or_else(|| {
+                b.failed = true;
+                Value::from_u32(0)
+            })
+        });
+        let new: Vec<Value> = self.body.dfg.inst_results(inst).to_vec();
+        let old: Vec<Value> = rf.dfg.inst_results(r).to_vec();
+        if new.len() != old.len() {
+            return None;
+        }
+        for (o, n) in old.into_iter().zip(new) {
+            self.imported[1].values[o] = n.into();
+        }
+        Some(())
+    }
+
+    /// A zero of `ty` appended to `block`, for the path that does not define a value.
+    fn zero(&mut self, ty: Type, block: Block) -> Option<Value> {
+        let mut pos = FuncCursor::new(&mut self.body).at_bottom(block);
+        Some(match ty {
+            types::I8 | types::I16 | types::I32 | types::I64 => pos.ins().iconst(ty, 0),
+            types::F32 => pos.ins().f32const(0.0),
+            types::F64 => pos.ins().f64const(0.0),
+            _ => return None,
+        })
+    }
+
+    /// Close the pending diamond at the end of `block` (nothing when it is empty):
+    /// `brif id` into each side's arm, both joining in a new block whose parameters carry
+    /// the values used later. Returns the block to go on in.
+    fn close(&mut self, block: Block, pending: &mut Diamond) -> Option<Block> {
+        if pending.is_empty() {
+            return Some(block);
+        }
+        let diamond = std::mem::take(pending);
+        // Join parameters: a differing pair's results share one; every other value
+        // defined in an arm and read outside it gets its own, the other arm passing zero.
+        let live = |b: &Self, side: Side, insts: &[Inst]| -> Vec<Value> {
+            let func = b.func(side);
+            let mut inside: HashMap<Value, u32> = HashMap::new();
+            for &i in insts {
+                for v in func.dfg.inst_values(i) {
+                    *inside.entry(func.dfg.resolve_aliases(v)).or_default() += 1;
+                }
+            }
+            let uses = &b.imported[side as usize].uses;
+            insts
+                .iter()
+                .flat_map(|&i| func.dfg.inst_results(i).iter().copied())
+                .filter(|v| uses.get(v).copied().unwrap_or(0) > inside.get(v).copied().unwrap_or(0))
+                .collect()
+        };
+        let (left_live, right_live) = (
+            live(self, Side::Left, &diamond.left),
+            live(self, Side::Right, &diamond.right),
+        );
+        let (lf, rf) = (self.left, self.right);
+        // (left value, right value, type): one join parameter each.
+        let mut params: Vec<(Option<Value>, Option<Value>, Type)> = Vec::new();
+        let mut shared_right = std::collections::HashSet::new();
+        for &(l, r) in &diamond.pairs {
+            let (lr, rr) = (lf.dfg.inst_results(l), rf.dfg.inst_results(r));
+            if types_equal(lf, lr, rf, rr) {
+                for (&a, &b) in lr.iter().zip(rr) {
+                    if left_live.contains(&a) || right_live.contains(&b) {
+                        params.push((Some(a), Some(b), lf.dfg.value_type(a)));
+                        shared_right.insert(b);
+                    }
+                }
+            }
+        }
+        for &v in &left_live {
+            if !params.iter().any(|p| p.0 == Some(v)) {
+                params.push((Some(v), None, lf.dfg.value_type(v)));
+            }
+        }
+        for &v in &right_live {
+            if !shared_right.contains(&v) {
+                params.push((None, Some(v), rf.dfg.value_type(v)));
+            }
+        }
+
+        let join = self.body.dfg.make_block();
+        // An arm with no instructions is no block: the branch goes to the join directly,
+        // with zeros made before it.
+        let mut targets: Vec<(Block, Vec<BlockArg>)> = Vec::with_capacity(2);
+        for (side, insts) in [(Side::Left, &diamond.left), (Side::Right, &diamond.right)] {
+            let arm = if insts.is_empty() {
+                block
+            } else {
+                let arm = self.body.dfg.make_block();
+                self.body.layout.append_block(arm);
+                for &i in insts.iter() {
+                    self.emit_own(side, i, arm);
+                }
+                arm
+            };
+            let mut args = Vec::with_capacity(params.len());
+            for &(l, r, ty) in &params {
+                let own = match side {
+                    Side::Left => l,
+                    Side::Right => r,
+                };
+                args.push(BlockArg::Value(match own {
+                    Some(v) => self.value(side, v),
+                    None => self.zero(ty, arm)?,
+                }));
+            }
+            if insts.is_empty() {
+                targets.push((join, args));
+            } else {
+                FuncCursor::new(&mut self.body)
+                    .at_bottom(arm)
+                    .ins()
+                    .jump(join, &args);
+                targets.push((arm, Vec::new()));
+            }
+        }
+        let id = self.id;
+        let (right, left) = (targets.pop()?, targets.pop()?);
+        FuncCursor::new(&mut self.body)
+            .at_bottom(block)
+            .ins()
+            .brif(id, left.0, &left.1, right.0, &right.1);
+        self.body.layout.append_block(join);
+        for &(l, r, ty) in &params {
+            let p = self.body.dfg.append_block_param(join, ty);
+            if let Some(l) = l {
+                self.imported[0].values[l] = p.into();
+            }
+            if let Some(r) = r {
+                self.imported[1].values[r] = p.into();
+            }
+        }
+        (!self.failed).then_some(join)
+    }
+}
+
+/// Whether two value lists have the same types, position by position.
+fn types_equal(lf: &Function, l: &[Value], rf: &Function, r: &[Value]) -> bool {
+    l.len() == r.len()
+        && l.iter()
+            .zip(r)
+            .all(|(&a, &b)| lf.dfg.value_type(a) == rf.dfg.value_type(b))
+}
+
+/// Imports an instruction's entities into the body and reads its operands through a
+/// function of the caller's.
+struct Mapper<'b, 'a, 'o> {
+    b: &'b mut Builder<'a>,
+    side: Side,
+    operand: &'o mut dyn FnMut(&mut Builder<'a>, Value) -> Value,
+}
+
+impl InstructionMapper for Mapper<'_, '_, '_> {
+    fn map_value(&mut self, value: Value) -> Value {
+        (self.operand)(self.b, value)
+    }
+
+    fn map_value_list(&mut self, list: ir::ValueList) -> ir::ValueList {
+        let values: Vec<Value> = list
+            .as_slice(&self.b.func(self.side).dfg.value_lists)
+            .to_vec();
+        let mut out = ir::ValueList::new();
+        for v in values {
+            let m = self.map_value(v);
+            out.push(m, &mut self.b.body.dfg.value_lists);
+        }
+        out
+    }
+
+    fn map_global_value(&mut self, gv: GlobalValue) -> GlobalValue {
+        self.b.global_value(self.side, gv)
+    }
+
+    fn map_jump_table(&mut self, table: ir::JumpTable) -> ir::JumpTable {
+        self.b.failed = true;
+        table
+    }
+
+    fn map_exception_table(&mut self, table: ir::ExceptionTable) -> ir::ExceptionTable {
+        // Values in `inst_values` order: the catch targets' arguments in table order, the
+        // normal return's, then the contexts.
+        let data = self.b.func(self.side).dfg.exception_tables[table].clone();
+        let signature = self.b.signature(self.side, data.signature());
+        let mut items: Vec<ir::ExceptionTableItem> = Vec::new();
+        for item in data.items() {
+            items.push(match item {
+                ir::ExceptionTableItem::Tag(tag, call) => {
+                    ir::ExceptionTableItem::Tag(tag, self.map_block_call(call))
+                }
+                ir::ExceptionTableItem::Default(call) => {
+                    ir::ExceptionTableItem::Default(self.map_block_call(call))
+                }
+                context @ ir::ExceptionTableItem::Context(_) => context,
+            });
+        }
+        let normal = self.map_block_call(*data.normal_return());
+        for item in &mut items {
+            if let ir::ExceptionTableItem::Context(v) = item {
+                *v = self.map_value(*v);
+            }
+        }
+        self.b
+            .body
+            .dfg
+            .exception_tables
+            .push(ir::ExceptionTableData::new(signature, normal, items))
+    }
+
+    fn map_block_call(&mut self, call: BlockCall) -> BlockCall {
+        let func = self.b.func(self.side);
+        let block = call.block(&func.dfg.value_lists);
+        let args: Vec<BlockArg> = call.args(&func.dfg.value_lists).collect();
+        let block = self.map_block(block);
+        let mut mapped = Vec::with_capacity(args.len());
+        for arg in args {
+            match arg {
+                BlockArg::Value(v) => mapped.push(BlockArg::Value(self.map_value(v))),
+                // A `try_call`'s results: positions, the same in the body.
+                BlockArg::TryCallRet(_) | BlockArg::TryCallExn(_) => mapped.push(arg),
+            }
+        }
+        BlockCall::new(block, mapped, &mut self.b.body.dfg.value_lists)
+    }
+
+    fn map_block(&mut self, block: Block) -> Block {
+        match self.b.imported(self.side).blocks[block].expand() {
+            Some(b) => b,
+            None => {
+                self.b.failed = true;
+                block
+            }
+        }
+    }
+
+    fn map_func_ref(&mut self, func_ref: ir::FuncRef) -> ir::FuncRef {
+        self.b.func_ref(self.side, func_ref)
+    }
+
+    fn map_sig_ref(&mut self, sig: ir::SigRef) -> ir::SigRef {
+        self.b.signature(self.side, sig)
+    }
+
+    fn map_stack_slot(&mut self, slot: ir::StackSlot) -> ir::StackSlot {
+        match self.b.imported(self.side).stack_slots[slot].expand() {
+            Some(s) => s,
+            None => {
+                self.b.failed = true;
+                slot
+            }
+        }
+    }
+
+    fn map_dynamic_stack_slot(&mut self, slot: ir::DynamicStackSlot) -> ir::DynamicStackSlot {
+        self.b.failed = true;
+        slot
+    }
+
+    fn map_constant(&mut self, constant: ir::Constant) -> ir::Constant {
+        let data = self.b.func(self.side).dfg.constants.get(constant).clone();
+        self.b.body.dfg.constants.insert(data)
+    }
+
+    fn map_immediate(&mut self, immediate: ir::Immediate) -> ir::Immediate {
+        let data = self.b.func(self.side).dfg.immediates.get(immediate);
+        let Some(data) = data.cloned() else {
+            self.b.failed = true;
+            return immediate;
+        };
+        let found = self
+            .b
+            .body
+            .dfg
+            .immediates
+            .iter()
+            .find(|(_, d)| **d == data)
+            .map(|(i, _)| i);
+        found.unwrap_or_else(|| self.b.body.dfg.immediates.push(data))
+    }
+
+    fn map_mem_flags(&mut self, flags: ir::MemFlags) -> ir::MemFlags {
+        self.b.mem_flags(self.side, flags)
+    }
+}
