@@ -83,6 +83,9 @@ struct Builder<'a> {
     imported: [Imported; 2],
     /// Set when something could not be imported: the pair is not merged.
     failed: bool,
+    /// Every `get_exception_handler_address` copied, with its side: it names the block
+    /// its side's `try_call` ends in, known once the block is filled.
+    handlers: Vec<(Inst, Side)>,
     /// `select(id, a, b)` made in a block, reused by later operands of that block.
     selects: HashMap<(Block, Value, Value), Value>,
 }
@@ -126,6 +129,7 @@ pub fn build_body<'a>(
         pointer,
         imported: [Imported::default(), Imported::default()],
         failed: false,
+        handlers: Vec::new(),
         selects: HashMap::new(),
     };
     b.imported[0].uses = use_counts(left);
@@ -172,26 +176,20 @@ pub fn build_body<'a>(
 
     // Where each paired block's terminator ended up (diamonds split blocks): what
     // `get_exception_handler_address` names.
-    let mut ends: HashMap<Block, Block> = HashMap::new();
+    let mut ends: HashMap<Block, [Block; 2]> = HashMap::new();
     for (lb, _, steps) in &blocks {
         let block = b.imported[0].blocks[*lb].expand()?;
         b.body.layout.append_block(block);
-        b.fill_block(block, steps)?;
+        let end = b.fill_block(block, steps)?;
         if b.failed {
             return None;
         }
-        ends.insert(block, b.body.layout.last_block()?);
+        ends.insert(block, end);
     }
-    let insts: Vec<Inst> = b
-        .body
-        .layout
-        .blocks()
-        .flat_map(|block| b.body.layout.block_insts(block))
-        .collect();
-    for inst in insts {
+    for (inst, side) in std::mem::take(&mut b.handlers) {
         if let InstructionData::ExceptionHandlerAddress { block, .. } = &mut b.body.dfg.insts[inst]
         {
-            *block = *ends.get(block)?;
+            *block = ends.get(block)?[side as usize];
         }
     }
     Some(b.body)
@@ -657,6 +655,9 @@ impl<'a> Builder<'a> {
         }
         let new = self.body.dfg.make_inst(data);
         self.body.dfg.make_inst_results(new, ctrl);
+        if data.opcode() == Opcode::GetExceptionHandlerAddress {
+            self.handlers.push((new, side));
+        }
         self.body.layout.append_inst(new, block);
         let (old, new_results) = (
             func.dfg.inst_results(inst).to_vec(),
@@ -677,9 +678,13 @@ impl<'a> Builder<'a> {
     }
 
     /// Walk one pair of blocks' steps into `block` of the body.
-    fn fill_block(&mut self, mut block: Block, steps: &[Step]) -> Option<()> {
+    /// Returns the blocks the left and the right terminator ended in (one merged
+    /// terminator, or each side's own behind a branch on the identifier).
+    fn fill_block(&mut self, mut block: Block, steps: &[Step]) -> Option<[Block; 2]> {
         let (left, right) = (self.left, self.right);
         let mut pending = Diamond::default();
+        // Terminators that do not merge, each run behind the identifier's branch last.
+        let mut own_terminators: [Option<Inst>; 2] = [None, None];
         for step in steps {
             match *step {
                 Step::Pair(l, r, _) => {
@@ -688,7 +693,14 @@ impl<'a> Builder<'a> {
                         left.dfg.insts[l].opcode().is_terminator(),
                         right.dfg.insts[r].opcode().is_terminator(),
                     );
-                    if self.same_up_to_operands(l, r, false) {
+                    let handler = Opcode::GetExceptionHandlerAddress;
+                    if left.dfg.insts[l].opcode() == handler
+                        || right.dfg.insts[r].opcode() == handler
+                    {
+                        // Each side's names the block its own `try_call` ends up in.
+                        self.emit_own_or_pend(Side::Left, l, block, &mut pending);
+                        self.emit_own_or_pend(Side::Right, r, block, &mut pending);
+                    } else if self.same_up_to_operands(l, r, false) {
                         block = self.close(block, &mut pending)?;
                         self.emit_merged(l, r, block, false)?;
                     } else if self.same_up_to_operands(l, r, true) {
@@ -696,6 +708,8 @@ impl<'a> Builder<'a> {
                         // call of the selected address.
                         block = self.close(block, &mut pending)?;
                         self.emit_merged(l, r, block, true)?;
+                    } else if terminators == (true, true) {
+                        own_terminators = [Some(l), Some(r)];
                     } else if terminators != (false, false) {
                         return None;
                     } else if speculable(left.dfg.insts[l].opcode())
@@ -718,16 +732,10 @@ impl<'a> Builder<'a> {
                         Side::Right
                     };
                     let i = self.inst_of(side, item)?;
-                    let opcode = self.func(side).dfg.insts[i].opcode();
-                    if opcode.is_terminator() {
-                        return None;
-                    }
-                    if speculable(opcode) && !self.reads_pending(side, i, &pending) {
-                        self.emit_own(side, i, block);
-                    } else if side == Side::Left {
-                        pending.left.push(i);
+                    if self.func(side).dfg.insts[i].opcode().is_terminator() {
+                        own_terminators[side as usize] = Some(i);
                     } else {
-                        pending.right.push(i);
+                        self.emit_own_or_pend(side, i, block, &mut pending);
                     }
                 }
             }
@@ -735,9 +743,48 @@ impl<'a> Builder<'a> {
                 return None;
             }
         }
-        // The block must have ended in a merged terminator.
-        let last = self.body.layout.last_inst(block)?;
-        (pending.is_empty() && self.body.dfg.insts[last].opcode().is_terminator()).then_some(())
+        match own_terminators {
+            [None, None] => {
+                // The block must have ended in a merged terminator.
+                let last = self.body.layout.last_inst(block)?;
+                (pending.is_empty() && self.body.dfg.insts[last].opcode().is_terminator())
+                    .then_some([block, block])
+            }
+            [Some(l), Some(r)] => {
+                // What is pending joins first; then each side's terminator in an arm of
+                // its own (the successors are paired blocks, reached from both arms).
+                block = self.close(block, &mut pending)?;
+                let arms = [self.body.dfg.make_block(), self.body.dfg.make_block()];
+                for (arm, side, inst) in [(arms[0], Side::Left, l), (arms[1], Side::Right, r)] {
+                    self.body.layout.append_block(arm);
+                    self.emit_own(side, inst, arm);
+                }
+                let id = self.id;
+                FuncCursor::new(&mut self.body).at_bottom(block).ins().brif(
+                    id,
+                    arms[0],
+                    &[],
+                    arms[1],
+                    &[],
+                );
+                (!self.failed).then_some(arms)
+            }
+            _ => None,
+        }
+    }
+
+    /// Emit `inst` of `side` now when it may run on both paths (pure, or the address of
+    /// an exception handler) and reads nothing pending; otherwise add it to `pending`.
+    fn emit_own_or_pend(&mut self, side: Side, inst: Inst, block: Block, pending: &mut Diamond) {
+        let opcode = self.func(side).dfg.insts[inst].opcode();
+        let anywhere = speculable(opcode) || opcode == Opcode::GetExceptionHandlerAddress;
+        if anywhere && !self.reads_pending(side, inst, pending) {
+            self.emit_own(side, inst, block);
+        } else if side == Side::Left {
+            pending.left.push(inst);
+        } else {
+            pending.right.push(inst);
+        }
     }
 
     /// The instruction an item of `side`'s linearisation stands for.
