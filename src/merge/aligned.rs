@@ -38,7 +38,8 @@ use rayon::prelude::*;
 use super::candidates::{find_candidates, CandidateOptions};
 use super::module::{FuncIndex, Module};
 use super::similar::CodeFacts;
-use crate::detect::side_by_side::align_functions;
+use crate::detect::align::align;
+use crate::detect::fingerprint::linearise;
 use crate::target::TargetInfo;
 
 /// Writes a member's thunk into a body: the member, the body, and the integer values
@@ -82,18 +83,13 @@ pub fn merge_aligned(
             {
                 return None;
             }
-            let pair = align_functions(target, l, r);
-            if pair.left.block_count() != pair.right.block_count() {
+            // Blocks must pair one to one: counted before the (costlier) alignment.
+            let (ll, rl) = (linearise(l, target), linearise(r, target));
+            if ll.block_count() != rl.block_count() {
                 return None;
             }
-            let body = build::build_body(
-                l,
-                r,
-                (&pair.left, &pair.right),
-                &pair.alignment,
-                target.pointer_type(),
-            );
-            let body = body?;
+            let alignment = align(&ll, &rl);
+            let body = build::build_body(l, r, (&ll, &rl), &alignment, target.pointer_type())?;
             // Each member passes zeros for the parameters only the other has, then its
             // identifier.
             let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
