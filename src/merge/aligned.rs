@@ -23,13 +23,17 @@
 //!    nothing is compiled.
 //! 5. **Choice.** Pairs are taken greedily by estimated saving (then by member index),
 //!    each function in one pair at most; every body taken is checked by Cranelift's
-//!    verifier (a body that fails is dropped, and debug builds panic: it is a bug).
+//!    verifier (a body that fails is dropped, and debug builds panic: it is a bug). The
+//!    functions still free search again, up to [`ROUNDS`] times, pairs tried once not
+//!    tried again.
 //!
 //! The left member (lower index) passes identifier 1, the right 0. Recursion through the
 //! pair needs nothing special: a call to a member is a call to its thunk. Deterministic:
 //! candidates are in index order, the choice is a function of the sizes and indices.
 
 pub mod build;
+
+use std::collections::HashSet;
 
 use cranelift_codegen::ir::{Function, Type};
 use cranelift_codegen::isa::TargetIsa;
@@ -46,6 +50,10 @@ use crate::target::TargetInfo;
 /// (type, bits) it passes after its own arguments.
 pub type ThunkWriter<'a> =
     dyn Fn(FuncIndex, &Function, &[(Type, i64)]) -> Option<Function> + Sync + 'a;
+
+/// Candidate searches: after each, the functions still free search again (a function
+/// whose best partner was taken by a better pair may pair with another).
+pub const ROUNDS: usize = 3;
 
 /// A pair merged by alignment: its body (not yet named) and what the cost model weighed.
 pub struct AlignedMerge {
@@ -73,7 +81,34 @@ pub fn merge_aligned(
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
 ) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
-    let pairs = find_candidates(module, target, free, &CandidateOptions::default());
+    let mut merged = Vec::new();
+    let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
+    let mut free: Vec<FuncIndex> = free.to_vec();
+    for _ in 0..ROUNDS {
+        let found = one_round(module, target, isa, &free, cost_model, thunk, &mut tried);
+        if found.is_empty() {
+            break;
+        }
+        let used: HashSet<FuncIndex> = found.iter().flat_map(|(m, _)| [m.left, m.right]).collect();
+        free.retain(|f| !used.contains(f));
+        merged.extend(found);
+    }
+    merged
+}
+
+/// One search: the best pairs among `free`, skipping pairs already `tried` (and adding
+/// those it tries).
+fn one_round(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    free: &[FuncIndex],
+    cost_model: bool,
+    thunk: &ThunkWriter<'_>,
+    tried: &mut HashSet<(FuncIndex, FuncIndex)>,
+) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
+    let mut pairs = find_candidates(module, target, free, &CandidateOptions::default());
+    pairs.retain(|p| tried.insert((p.left, p.right)));
     let mut built: Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> = pairs
         .par_iter()
         .filter_map(|p| {
@@ -134,7 +169,7 @@ pub fn merge_aligned(
             m.right,
         )
     });
-    let mut used = std::collections::HashSet::new();
+    let mut used = HashSet::new();
     built
         .into_iter()
         .filter(|(m, _)| {
