@@ -751,6 +751,11 @@ impl<'a> Builder<'a> {
                     .then_some([block, block])
             }
             [Some(l), Some(r)] => {
+                // Both must go to the same paired blocks, so that the body's control flow
+                // stays each member's (and every definition still dominates its uses).
+                if self.successors(Side::Left, l)? != self.successors(Side::Right, r)? {
+                    return None;
+                }
                 // What is pending joins first; then each side's terminator in an arm of
                 // its own (the successors are paired blocks, reached from both arms).
                 block = self.close(block, &mut pending)?;
@@ -771,6 +776,16 @@ impl<'a> Builder<'a> {
             }
             _ => None,
         }
+    }
+
+    /// The body's blocks `inst` of `side` may branch to, in order.
+    fn successors(&self, side: Side, inst: Inst) -> Option<Vec<Block>> {
+        let dfg = &self.func(side).dfg;
+        dfg.insts[inst]
+            .branch_destination(&dfg.jump_tables, &dfg.exception_tables)
+            .iter()
+            .map(|call| self.imported[side as usize].blocks[call.block(&dfg.value_lists)].expand())
+            .collect()
     }
 
     /// Emit `inst` of `side` now when it may run on both paths (pure, or the address of
