@@ -39,11 +39,11 @@ use cranelift_codegen::ir::{Function, Type};
 use cranelift_codegen::isa::TargetIsa;
 use rayon::prelude::*;
 
-use super::candidates::{find_candidates, CandidateOptions};
+use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
 use super::similar::CodeFacts;
 use crate::detect::align::align;
-use crate::detect::fingerprint::linearise;
+use crate::detect::fingerprint::{linearise, Linearised};
 use crate::target::TargetInfo;
 
 /// Writes a member's thunk into a body: the member, the body, and the integer values
@@ -81,34 +81,66 @@ pub fn merge_aligned(
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
 ) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
+    let mut free = free.to_vec();
+    free.sort_unstable();
+    free.dedup();
+    // Each function linearised and signed once, for every round.
+    let linearised: Vec<Linearised> = free
+        .par_iter()
+        .map(|&f| linearise(&module.get(f).func, target))
+        .collect();
+    let signatures: Vec<Option<Signature>> = linearised.par_iter().map(signature_of).collect();
     let mut merged = Vec::new();
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
-    let mut free: Vec<FuncIndex> = free.to_vec();
+    // Positions in `free` of the functions still free.
+    let mut left: Vec<usize> = (0..free.len()).collect();
     for _ in 0..ROUNDS {
-        let found = one_round(module, target, isa, &free, cost_model, thunk, &mut tried);
+        let round = Round {
+            members: left.iter().map(|&i| free[i]).collect(),
+            linearised: left.iter().map(|&i| &linearised[i]).collect(),
+            signatures: left.iter().map(|&i| signatures[i]).collect(),
+        };
+        let found = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
         if found.is_empty() {
             break;
         }
         let used: HashSet<FuncIndex> = found.iter().flat_map(|(m, _)| [m.left, m.right]).collect();
-        free.retain(|f| !used.contains(f));
+        left.retain(|&i| !used.contains(&free[i]));
         merged.extend(found);
     }
     merged
 }
 
-/// One search: the best pairs among `free`, skipping pairs already `tried` (and adding
-/// those it tries).
+/// The functions one search runs on, each with its linearisation and signature.
+struct Round<'l> {
+    members: Vec<FuncIndex>,
+    linearised: Vec<&'l Linearised>,
+    signatures: Vec<Option<Signature>>,
+}
+
+/// One search: the best pairs among the round's members, skipping pairs already `tried`
+/// (and adding those it tries).
 fn one_round(
     module: &Module,
     target: &TargetInfo,
     isa: &dyn TargetIsa,
-    free: &[FuncIndex],
+    round: &Round<'_>,
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
     tried: &mut HashSet<(FuncIndex, FuncIndex)>,
 ) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
-    let mut pairs = find_candidates(module, target, free, &CandidateOptions::default());
+    let mut pairs = candidates_among(
+        &round.members,
+        &round.signatures,
+        &CandidateOptions::default(),
+    );
     pairs.retain(|p| tried.insert((p.left, p.right)));
+    let position = |f: FuncIndex| {
+        round
+            .members
+            .binary_search(&f)
+            .expect("a candidate is a member")
+    };
     let mut built: Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> = pairs
         .par_iter()
         .filter_map(|p| {
@@ -119,12 +151,15 @@ fn one_round(
                 return None;
             }
             // Blocks must pair one to one: counted before the (costlier) alignment.
-            let (ll, rl) = (linearise(l, target), linearise(r, target));
+            let (ll, rl) = (
+                round.linearised[position(p.left)],
+                round.linearised[position(p.right)],
+            );
             if ll.block_count() != rl.block_count() {
                 return None;
             }
-            let alignment = align(&ll, &rl);
-            let body = build::build_body(l, r, (&ll, &rl), &alignment, target.pointer_type())?;
+            let alignment = align(ll, rl);
+            let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())?;
             // Each member passes zeros for the parameters only the other has, then its
             // identifier.
             let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
@@ -170,19 +205,25 @@ fn one_round(
         )
     });
     let mut used = HashSet::new();
-    built
-        .into_iter()
-        .filter(|(m, _)| {
-            if used.contains(&m.left) || used.contains(&m.right) {
-                return false;
-            }
-            if let Err(errors) = cranelift_codegen::verify_function(&m.body, isa) {
-                debug_assert!(false, "an aligned body does not verify: {errors}");
-                return false;
-            }
+    built.retain(|(m, _)| {
+        let free = !used.contains(&m.left) && !used.contains(&m.right);
+        if free {
             used.insert(m.left);
             used.insert(m.right);
-            true
-        })
+        }
+        free
+    });
+    // Every body taken is verified, in parallel; one that fails is a bug, and dropped.
+    built
+        .into_par_iter()
+        .filter(
+            |(m, _)| match cranelift_codegen::verify_function(&m.body, isa) {
+                Ok(()) => true,
+                Err(errors) => {
+                    debug_assert!(false, "an aligned body does not verify: {errors}");
+                    false
+                }
+            },
+        )
         .collect()
 }

@@ -37,7 +37,7 @@ use cranelift_codegen::ir::Function;
 use rayon::prelude::*;
 
 use super::module::{FuncIndex, Module};
-use crate::detect::fingerprint::linearise;
+use crate::detect::fingerprint::{linearise, Linearised};
 use crate::target::TargetInfo;
 
 /// Consecutive fingerprints per shingle.
@@ -95,7 +95,17 @@ pub fn find_candidates(
         .par_iter()
         .map(|&f| signature(&module.get(f).func, target))
         .collect();
-    let best = best_partners(&signatures, options);
+    candidates_among(members, &signatures, options)
+}
+
+/// [`find_candidates`] with the members' signatures already computed (`signatures[i]` is
+/// `members[i]`'s): for a search run again on fewer members.
+pub fn candidates_among(
+    members: &[FuncIndex],
+    signatures: &[Option<Signature>],
+    options: &CandidateOptions,
+) -> Vec<CandidatePair> {
+    let best = best_partners(signatures, options);
     let mut pairs: Vec<CandidatePair> = best
         .iter()
         .enumerate()
@@ -116,8 +126,13 @@ pub fn find_candidates(
 
 /// The MinHash signature of `func`, or `None` when it has no reachable block.
 pub fn signature(func: &Function, target: &TargetInfo) -> Option<Signature> {
-    let items = linearise(func, target).items;
-    let shapes: Vec<u64> = items.values().map(|i| i.shape).collect();
+    signature_of(&linearise(func, target))
+}
+
+/// The MinHash signature of a function linearised ([`linearise`]), or `None` when it has
+/// no reachable block.
+pub fn signature_of(linearised: &Linearised) -> Option<Signature> {
+    let shapes: Vec<u64> = linearised.items.values().map(|i| i.shape).collect();
     if shapes.is_empty() {
         return None;
     }
