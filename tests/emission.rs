@@ -561,13 +561,32 @@ fn addresses_of_folded_local_functions_follow_the_mode() {
     }
 }
 
+/// `clif` read into a module (every function exported) and rewritten by merge-similar for
+/// `isa`, without its cost model or alignment merging: the groups of holes the thunk tests
+/// look at.
+fn similar_rewritten(
+    clif: &str,
+    target: &TargetInfo,
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+) -> (Module, clif_merge::merge::similar::SimilarReport) {
+    use clif_merge::merge::similar::{merge_similar, SimilarOptions};
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
+        module.add(p.func, Linkage::Export, false).unwrap();
+    }
+    let similar = SimilarOptions {
+        cost_model: false,
+        alignment: false,
+    };
+    merge_similar(module, target, isa, &MergeOptions::default(), &similar)
+}
+
 /// Merge-similar's thunks on x86_64 are register loads and a jump, written directly: no
 /// frame, one `mov` per added argument into the System V argument register it travels in
 /// (including r8/r9, and 64-bit constants), function addresses through the GOT with PIC
 /// and by `lea` without, then `jmp` to the shared body.
 #[test]
 fn similar_thunks_are_register_loads_and_a_jump() {
-    use clif_merge::merge::similar::{merge_similar, SimilarOptions};
     let clif = "
 function %callee_a(i64) -> i64 system_v {
 block0(v0: i64):
@@ -621,21 +640,8 @@ block0(v0: i64, v1: i32):
     for pic in [true, false] {
         let settings = [("is_pic".to_string(), pic.to_string())];
         let isa = build_isa(&target, &settings).unwrap();
-        let mut module = Module::new();
-        for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
-            module.add(p.func, Linkage::Export, false).unwrap();
-        }
         let options = MergeOptions::default();
-        let (module, report) = merge_similar(
-            module,
-            &target,
-            &*isa,
-            &options,
-            &SimilarOptions {
-                cost_model: false,
-                alignment: false,
-            },
-        );
+        let (module, report) = similar_rewritten(clif, &target, &*isa);
         let five = report
             .groups
             .iter()
@@ -686,7 +692,7 @@ block0(v0: i64, v1: i32):
 /// body. Each thunk's symbol is exactly as large as the cost model weighed it.
 #[test]
 fn aarch64_similar_thunks_are_register_moves_and_a_branch() {
-    use clif_merge::merge::similar::{merge_similar, CodeFacts, SimilarOptions};
+    use clif_merge::merge::similar::CodeFacts;
     use object::{RelocationFlags, RelocationTarget};
     let clif = "
 function %leaf_a(i64, i64, i64) -> i64 system_v {
@@ -757,21 +763,8 @@ block0(v0: i64, v1: i64):
             ("preserve_frame_pointers".to_string(), "true".to_string()),
         ];
         let isa = build_isa(&target, &settings).unwrap();
-        let mut module = Module::new();
-        for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
-            module.add(p.func, Linkage::Export, false).unwrap();
-        }
         let options = MergeOptions::default();
-        let (module, report) = merge_similar(
-            module,
-            &target,
-            &*isa,
-            &options,
-            &SimilarOptions {
-                cost_model: false,
-                alignment: false,
-            },
-        );
+        let (module, report) = similar_rewritten(clif, &target, &*isa);
         assert_eq!(report.groups.len(), 2, "{report:?}");
         let weighed: Vec<(String, u64)> = ["%sv_a", "%sv_b", "%tl_a", "%tl_b"]
             .iter()

@@ -32,7 +32,7 @@ use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::CallConv;
 
-use super::shape::{Added, Shape};
+use super::shape::{argument_kind, Added, ArgumentKind, Shape};
 use super::RegisterThunk;
 
 /// Where an argument travels.
@@ -84,32 +84,26 @@ fn locations(sig: &ir::Signature) -> Option<Vec<Location>> {
     let (mut integers, mut vectors) = (0u8, 0u8);
     let mut out = Vec::with_capacity(sig.params.len());
     for p in &sig.params {
-        let ty = p.value_type;
-        if p.extension != ir::ArgumentExtension::None
-            || !matches!(
-                p.purpose,
-                ir::ArgumentPurpose::Normal | ir::ArgumentPurpose::VMContext
-            )
-        {
-            return None;
-        }
-        if ty.is_int() && !ty.is_vector() && ty.bits() <= 64 {
-            if integers >= registers.integers {
-                return None;
+        match argument_kind(p)? {
+            ArgumentKind::Integer => {
+                if integers >= registers.integers {
+                    return None;
+                }
+                out.push(Location::Integer(registers.first_integer + integers));
+                integers += 1;
             }
-            out.push(Location::Integer(registers.first_integer + integers));
-            integers += 1;
-        } else if ty == ir::types::F32
-            || ty == ir::types::F64
-            || (ty.is_vector() && matches!(ty.bits(), 64 | 128))
-        {
-            if vectors >= registers.vectors {
-                return None;
+            ArgumentKind::FloatOrVector(ty)
+                if ty == ir::types::F32
+                    || ty == ir::types::F64
+                    || (ty.is_vector() && matches!(ty.bits(), 64 | 128)) =>
+            {
+                if vectors >= registers.vectors {
+                    return None;
+                }
+                out.push(Location::Vector);
+                vectors += 1;
             }
-            out.push(Location::Vector);
-            vectors += 1;
-        } else {
-            return None;
+            ArgumentKind::FloatOrVector(_) => return None,
         }
     }
     Some(out)

@@ -166,3 +166,31 @@ pub fn of(func: &ir::Function) -> Option<Shape<'_>> {
         added,
     })
 }
+
+/// How an argument travels, before an ISA's own rules: a plain integer of at most 64 bits,
+/// or a float or vector (each ISA says which of those its registers take); `None` for what
+/// a register thunk does not pass at all (an extended argument, a special purpose, a wider
+/// integer).
+pub(super) enum ArgumentKind {
+    Integer,
+    FloatOrVector(ir::Type),
+}
+
+/// `param`'s [`ArgumentKind`].
+pub(super) fn argument_kind(param: &ir::AbiParam) -> Option<ArgumentKind> {
+    let ty = param.value_type;
+    if param.extension != ir::ArgumentExtension::None
+        || !matches!(
+            param.purpose,
+            ir::ArgumentPurpose::Normal | ir::ArgumentPurpose::VMContext
+        )
+    {
+        None
+    } else if ty.is_int() && !ty.is_vector() && ty.bits() <= 64 {
+        Some(ArgumentKind::Integer)
+    } else if ty.is_float() || ty.is_vector() {
+        Some(ArgumentKind::FloatOrVector(ty))
+    } else {
+        None
+    }
+}

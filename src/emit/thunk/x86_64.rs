@@ -11,7 +11,7 @@ use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::CallConv;
 
-use super::shape::{Added, Shape};
+use super::shape::{argument_kind, Added, ArgumentKind, Shape};
 use super::RegisterThunk;
 
 /// The integer argument registers, in order (rdi rsi rdx rcx r8 r9).
@@ -29,26 +29,19 @@ pub fn encode(shape: &Shape, is_pic: bool) -> Option<RegisterThunk> {
     let (mut gpr, mut xmm) = (0usize, 0usize);
     let mut registers = Vec::with_capacity(sig.params.len());
     for p in &sig.params {
-        let ty = p.value_type;
-        if p.extension != ir::ArgumentExtension::None
-            || !matches!(
-                p.purpose,
-                ir::ArgumentPurpose::Normal | ir::ArgumentPurpose::VMContext
-            )
-        {
-            return None;
-        }
-        if ty.is_int() && !ty.is_vector() && ty.bits() <= 64 {
-            registers.push(Some(*INTEGER_ARGUMENTS.get(gpr)?));
-            gpr += 1;
-        } else if (ty.is_float() || ty.is_vector()) && ty.bits() <= 128 && ty != ir::types::F16 {
-            if xmm >= VECTOR_ARGUMENTS {
-                return None;
+        match argument_kind(p)? {
+            ArgumentKind::Integer => {
+                registers.push(Some(*INTEGER_ARGUMENTS.get(gpr)?));
+                gpr += 1;
             }
-            registers.push(None);
-            xmm += 1;
-        } else {
-            return None;
+            ArgumentKind::FloatOrVector(ty) if ty.bits() <= 128 && ty != ir::types::F16 => {
+                if xmm >= VECTOR_ARGUMENTS {
+                    return None;
+                }
+                registers.push(None);
+                xmm += 1;
+            }
+            ArgumentKind::FloatOrVector(_) => return None,
         }
     }
     let mut bytes = Vec::new();
