@@ -874,6 +874,19 @@ impl<'a> Writer<'a> {
         self.convert_to_i64(r, sig.ret())
     }
 
+    /// A store of `value` to the buffer `mem` that only an edited member has, at an offset
+    /// `content` picks (8-aligned, below the frame observations).
+    fn extra_store(&mut self, value: u32, mem: u32, content: &mut Rng) {
+        let off = content.below(30) * 8;
+        let line = format!(
+            "store notrap aligned{} {}, {}+{off}",
+            self.region,
+            self.v(value),
+            self.v(mem)
+        );
+        self.line(&line);
+    }
+
     /// The structural edits at the start of an operation whose first operand is `a`: an
     /// extra store of `a` to the buffer, an extra call whose result is mixed into `a`.
     /// Returns the operand the operation uses.
@@ -881,14 +894,7 @@ impl<'a> Writer<'a> {
         if let Some(mem) = mem {
             if let Some(mut content) = self.edit(Edit::ExtraStore) {
                 self.applied(Edit::ExtraStore);
-                let off = content.below(30) * 8;
-                let region = self.region;
-                let line = format!(
-                    "store notrap aligned{region} {}, {}+{off}",
-                    self.v(a),
-                    self.v(mem)
-                );
-                self.line(&line);
+                self.extra_store(a, mem, &mut content);
             }
         }
         let callable = self.callable();
@@ -1059,14 +1065,7 @@ impl<'a> Writer<'a> {
         }
         self.start_block(extra, &[]);
         if let Some(mem) = mem {
-            let off = content.below(30) * 8;
-            let region = self.region;
-            let line = format!(
-                "store notrap aligned{region} {}, {}+{off}",
-                self.v(v),
-                self.v(mem)
-            );
-            self.line(&line);
+            self.extra_store(v, mem, &mut content);
         }
         let t = self.value();
         let lines = [
@@ -1132,14 +1131,7 @@ impl<'a> Writer<'a> {
             self.applied(Edit::LoopExtra);
             match mem {
                 Some(mem) if content.chance(50) => {
-                    let off = content.below(30) * 8;
-                    let region = self.region;
-                    let line = format!(
-                        "store notrap aligned{region} {}, {}+{off}",
-                        self.v(next),
-                        self.v(mem)
-                    );
-                    self.line(&line);
+                    self.extra_store(next, mem, &mut content);
                 }
                 _ => {
                     let t = self.value();
