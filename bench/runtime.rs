@@ -20,6 +20,13 @@
 //!   by Cranelift (`return_call`, with a frame). Called through one System V driver
 //!   (`call_indirect` of the member's address, not merged), in both builds.
 //!
+//! - `aligned`: four members of two shapes, `mix_i(x)`, built as a program of their own
+//!   and merged with alignment merging (cost model off): the two of each shape differ in
+//!   one opcode (`bxor` against `isub`) and in a call to `note` that only the second has.
+//!   Merged: two bodies with an identifier parameter, each member a register thunk passing
+//!   its identifier; in the body the differing opcode is computed both ways and selected
+//!   (`select` on the identifier), and the call runs behind a branch on it.
+//!
 //! Each iteration calls the four members once (for `tail6`, the driver once per member);
 //! the tables give criterion's median divided by 4. Before measuring, the bench checks
 //! that both builds return the same results and that the merged build has the shape
@@ -39,7 +46,7 @@ use std::time::Duration;
 use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::{MergeOptions, MergingModule};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
@@ -238,11 +245,66 @@ fn build<M: Module>(m: &mut M) -> Result<Program, ModuleError> {
     })
 }
 
+/// The `aligned` family (module docs): its members and the function the odd ones call.
+fn build_aligned<M: Module>(m: &mut M) -> Result<[FuncId; MEMBERS], ModuleError> {
+    let config = m.target_config();
+    // `note` returns an `i32`: no member's signature, so alignment never pairs it.
+    let mut note_sig = m.make_signature();
+    note_sig.params = vec![AbiParam::new(I64)];
+    note_sig.returns = vec![AbiParam::new(I32)];
+    let note = define(m, "note", note_sig, |_, f, fctx| {
+        let (mut b, p) = entry(f, fctx);
+        let seven = b.ins().iconst(I64, 7);
+        let y = b.ins().imul(p[0], seven);
+        let r = b.ins().ireduce(I32, y);
+        b.ins().return_(&[r]);
+        b.finalize(config);
+    })?;
+    let mut mix = Vec::new();
+    for i in 0..MEMBERS {
+        let (shape, second) = (i / 2, i % 2 == 1);
+        mix.push(define(
+            m,
+            &format!("mix_{i}"),
+            signature(m, 1, None),
+            |m, f, fctx| {
+                let note = m.declare_func_in_func(note, f);
+                let (mut b, p) = entry(f, fctx);
+                let x = p[0];
+                let a = match shape {
+                    0 => b.ins().imul_imm_s(x, 3),
+                    _ => {
+                        let t = b.ins().imul_imm_s(x, 5);
+                        let t = b.ins().rotl_imm_s(t, 7);
+                        b.ins().bor(t, x)
+                    }
+                };
+                let s = b.ins().sshr_imm_s(x, 2);
+                let mut y = match second {
+                    false => b.ins().bxor(a, s),
+                    true => b.ins().isub(a, s),
+                };
+                if second {
+                    let call = b.ins().call(note, &[y]);
+                    let r = b.inst_results(call)[0];
+                    let r = b.ins().uextend(I64, r);
+                    y = b.ins().iadd(y, r);
+                }
+                let z = b.ins().iadd_imm_s(y, 7);
+                b.ins().return_(&[z]);
+                b.finalize(config);
+            },
+        )?);
+    }
+    Ok(mix.try_into().expect("four members"))
+}
+
 type Unary = extern "C" fn(i64) -> i64;
 type Driver = extern "C" fn(*const u8, i64) -> i64;
 
 /// The callable code of one build.
 struct Code {
+    aligned: [Unary; MEMBERS],
     affine: [Unary; MEMBERS],
     callee: [Unary; MEMBERS],
     sums: [Unary; MEMBERS],
@@ -250,7 +312,7 @@ struct Code {
     driver: Driver,
 }
 
-fn code(jit: &JITModule, p: &Program) -> Code {
+fn code(jit: &JITModule, p: &Program, aligned: &[FuncId; MEMBERS]) -> Code {
     // SAFETY: each id is a finalized function of the signature built above, in the host's
     // default calling convention (`extern "C"`); the `tail` functions are only called
     // through `driver`, which calls them in their own convention.
@@ -260,6 +322,7 @@ fn code(jit: &JITModule, p: &Program) -> Code {
         })
     };
     Code {
+        aligned: unary(aligned),
         affine: unary(&p.affine),
         callee: unary(&p.callee),
         sums: unary(&p.sums),
@@ -275,6 +338,7 @@ fn run(code: &Code, family: &str, x: i64) -> i64 {
     let mut s = 0i64;
     match family {
         "affine" => code.affine.iter().for_each(|f| s = s.wrapping_add(f(x))),
+        "aligned" => code.aligned.iter().for_each(|f| s = s.wrapping_add(f(x))),
         "callee" => code.callee.iter().for_each(|f| s = s.wrapping_add(f(x))),
         "loop" => code.sums.iter().for_each(|f| s = s.wrapping_add(f(x))),
         "tail6" => code
@@ -286,14 +350,30 @@ fn run(code: &Code, family: &str, x: i64) -> i64 {
     s
 }
 
-const FAMILIES: [(&str, i64); 4] = [("affine", 5), ("callee", 5), ("loop", TRIPS), ("tail6", 5)];
+const FAMILIES: [(&str, i64); 5] = [
+    ("affine", 5),
+    ("callee", 5),
+    ("loop", TRIPS),
+    ("tail6", 5),
+    ("aligned", 5),
+];
 
 fn main() {
     // Unmerged: every function compiled as written.
     let mut plain = jit();
     let p_plain = build(&mut plain).expect("the program builds");
     plain.finalize_definitions().expect("finalized");
-    let unmerged = code(&plain, &p_plain);
+    let mut plain_aligned = jit();
+    let a_plain = build_aligned(&mut plain_aligned).expect("the program builds");
+    plain_aligned.finalize_definitions().expect("finalized");
+    let unmerged = code(&plain, &p_plain, &a_plain);
+    // SAFETY: as in `code`.
+    let unmerged = Code {
+        aligned: a_plain.map(|id| unsafe {
+            std::mem::transmute::<*const u8, Unary>(plain_aligned.get_finalized_function(id))
+        }),
+        ..unmerged
+    };
 
     // Merged: merge-similar (cost model off) then identical merging, in the JIT.
     let mut wrapped = MergingModule::new(jit(), MergeOptions::default())
@@ -306,7 +386,40 @@ fn main() {
     let finalized = wrapped
         .finalize_definitions()
         .expect("merged and finalized");
-    let merged = code(&finalized.module, &p_merged);
+    // The aligned family, merged by alignment in a program of its own (so that alignment
+    // merging pairs nothing of the families above).
+    let mut wrapped_aligned = MergingModule::new(jit(), MergeOptions::default())
+        .expect("a merger for the host")
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment: true,
+        });
+    let a_merged = build_aligned(&mut wrapped_aligned).expect("the program builds");
+    let finalized_aligned = wrapped_aligned
+        .finalize_definitions()
+        .expect("merged and finalized");
+    let merged = code(&finalized.module, &p_merged, &a_merged);
+    // SAFETY: as in `code`.
+    let merged = Code {
+        aligned: a_merged.map(|id| unsafe {
+            std::mem::transmute::<*const u8, Unary>(
+                finalized_aligned.module.get_finalized_function(id),
+            )
+        }),
+        ..merged
+    };
+    let am = &finalized_aligned.merged;
+    assert_eq!(
+        am.summary.compiled,
+        MEMBERS + 1 + 2,
+        "aligned: two bodies with an identifier (and the four names, and note)"
+    );
+    for &id in &a_merged {
+        assert!(
+            am.compiled_code(id).is_none(),
+            "aligned: every member is a register thunk written as bytes"
+        );
+    }
 
     // The merged build has the shape this bench measures.
     let m = &finalized.merged;
