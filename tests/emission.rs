@@ -1034,3 +1034,74 @@ fn callers_of_aliased_addresses_fold_only_where_aliases_share_the_address() {
         .unwrap();
     assert_eq!(entry("%ret_g2")(0, 0, 0), g2 as i64);
 }
+
+/// With branch protection on aarch64 (`use_bti`), Cranelift starts every function with
+/// `bti c`, the landing pad an indirect call (`blr`) must find where the pages are guarded.
+/// Identical merging's single-jump thunk is reached the same ways as the function it
+/// replaces, so it starts with `bti c` too, then `b` to the body; without branch
+/// protection it is the `b` alone.
+#[test]
+fn aarch64_jump_thunks_land_indirect_calls_under_branch_protection() {
+    use object::RelocationTarget;
+    let clif = "
+function %f(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = imul v0, v0
+    v2 = iadd v1, v0
+    v3 = imul v2, v1
+    return v3
+}
+function %g(i64) -> i64 system_v {
+block0(v0: i64):
+    v1 = imul v0, v0
+    v2 = iadd v1, v0
+    v3 = imul v2, v1
+    return v3
+}
+";
+    let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
+    for bti in [true, false] {
+        let settings = [("use_bti".to_string(), bti.to_string())];
+        let isa = build_isa(&target, &settings).unwrap();
+        let mut module = Module::new();
+        for p in clif_merge::read::parse_clif(clif, "bti.clif").unwrap() {
+            module.add(p.func, Linkage::Export, false).unwrap();
+        }
+        // Trampolines: `%g`'s address stays its own, so it becomes a jump thunk.
+        let options = MergeOptions {
+            mode: MergeMode::Trampolines,
+            ..MergeOptions::default()
+        };
+        let plan = clif_merge::merge(&module, &target, &options);
+        let (bytes, _) =
+            emit_object(&module, &plan, isa, &options, &EmitOptions::default()).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let text = file.section_by_name(".text").unwrap();
+        let symbol = |name: &str| file.symbols().find(|s| s.name() == Ok(name)).unwrap();
+        let (f, g) = (symbol("f"), symbol("g"));
+        let words: Vec<u32> = text.data().unwrap()[g.address() as usize..][..g.size() as usize]
+            .chunks(4)
+            .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        let (expected, branch_at) = match bti {
+            true => (vec![0xD503_245F, 0x1400_0000], g.address() + 4),
+            false => (vec![0x1400_0000], g.address()),
+        };
+        assert_eq!(words, expected, "use_bti={bti}: g is {words:x?}");
+        let reloc = text
+            .relocations()
+            .find(|(offset, _)| *offset == branch_at)
+            .map(|(_, r)| r.target());
+        assert_eq!(
+            reloc,
+            Some(RelocationTarget::Symbol(f.index())),
+            "use_bti={bti}: the branch goes to f"
+        );
+        // Cranelift's own functions start with the landing pad too.
+        let first = &text.data().unwrap()[f.address() as usize..][..4];
+        assert_eq!(
+            u32::from_le_bytes(first.try_into().unwrap()) == 0xD503_245F,
+            bti
+        );
+    }
+}

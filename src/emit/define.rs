@@ -30,7 +30,6 @@ use super::unwind::Frames;
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
 use crate::names::FuncName;
-use crate::target::TargetInfo;
 
 /// How aliases are realised.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -91,10 +90,7 @@ pub fn define_all<M: CraneliftModule>(
     let arch = m.isa().triple().architecture;
     let frontend = m.isa().frontend_config();
     let tail_calls = m.isa().flags().preserve_frame_pointers();
-    let jump_size = TargetInfo::new(m.isa().triple().clone())
-        .ok()
-        .and_then(|t| t.jump_thunk_size())
-        .map_or(0, u64::from);
+    let branch_protection = m.isa().is_branch_protection_enabled();
 
     // Declarations (or, with `Naming::Existing`, the caller's ids).
     let id_for = |m: &mut M, name: &FuncName, linkage: Linkage, sig: &ir::Signature| match naming {
@@ -243,9 +239,11 @@ pub fn define_all<M: CraneliftModule>(
                 // A CLIF thunk calls and returns unless it can tail-call.
                 let thunk_adds_frame =
                     !(tail_calls && module.get(f).func.signature.call_conv == CallConv::Tail);
-                let job = match jump_thunk(arch, body).filter(|_| !options.clif_thunks) {
+                let job = match jump_thunk(arch, body, branch_protection)
+                    .filter(|_| !options.clif_thunks)
+                {
                     // The body is no larger than a jump: a copy costs nothing more.
-                    Some(_) if code.bytes.len() as u64 <= jump_size => Job::Copy(code),
+                    Some(jump) if code.bytes.len() <= jump.bytes.len() => Job::Copy(code),
                     Some(jump) => Job::Jump(jump),
                     // A body that reads its frame must not see a thunk's: a copy of it.
                     None if thunk_adds_frame && module.get(kept).observes_its_frame() => {

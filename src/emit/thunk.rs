@@ -4,7 +4,8 @@
 //! compares calling convention, every parameter and every return): a thunk never has to
 //! convert arguments. On x86_64 and aarch64 it is therefore a single tail jump with one
 //! relocation, written as bytes (`jmp rel32`, `E9` + R_X86_64_PLT32; `b imm26`,
-//! `0x14000000` + R_AARCH64_CALL26). Elsewhere, or when asked, the thunk is CLIF compiled
+//! `0x14000000` + R_AARCH64_CALL26, after a `bti c` landing pad when branch protection is
+//! on, as Cranelift starts its own functions). Elsewhere, or when asked, the thunk is CLIF compiled
 //! like any function: `return_call` for the `tail` convention (the verifier allows it only
 //! there), a call followed by a return of its results otherwise.
 //!
@@ -45,8 +46,18 @@ pub struct JumpThunk {
     pub reloc: ModuleReloc,
 }
 
-/// The single-jump thunk to `target` for `arch`, if the architecture has one.
-pub fn jump_thunk(arch: Architecture, target: FuncId) -> Option<JumpThunk> {
+/// `bti c`: the landing pad Cranelift puts at the entry of every function when branch
+/// protection is on (`use_bti`), where an indirect call (`blr`) may arrive.
+pub const BTI_C: u32 = 0xD503_245F;
+
+/// The single-jump thunk to `target` for `arch`, if the architecture has one. With
+/// `branch_protection` (aarch64's `use_bti`) the thunk starts with `bti c`, as Cranelift's
+/// own functions do: a caller may reach it through a function pointer.
+pub fn jump_thunk(
+    arch: Architecture,
+    target: FuncId,
+    branch_protection: bool,
+) -> Option<JumpThunk> {
     let name = ModuleRelocTarget::user(0, target.as_u32());
     match arch {
         Architecture::X86_64 => Some(JumpThunk {
@@ -59,16 +70,20 @@ pub fn jump_thunk(arch: Architecture, target: FuncId) -> Option<JumpThunk> {
                 addend: -4,
             },
         }),
-        Architecture::Aarch64(_) => Some(JumpThunk {
-            bytes: 0x1400_0000u32.to_le_bytes().to_vec(),
-            alignment: 4,
-            reloc: ModuleReloc {
-                offset: 0,
-                kind: Reloc::Arm64Call,
-                name,
-                addend: 0,
-            },
-        }),
+        Architecture::Aarch64(_) => {
+            let pad: &[u32] = if branch_protection { &[BTI_C] } else { &[] };
+            let words = pad.iter().chain(&[0x1400_0000u32]);
+            Some(JumpThunk {
+                bytes: words.flat_map(|w| w.to_le_bytes()).collect(),
+                alignment: 4,
+                reloc: ModuleReloc {
+                    offset: 4 * pad.len() as u32,
+                    kind: Reloc::Arm64Call,
+                    name,
+                    addend: 0,
+                },
+            })
+        }
         _ => None,
     }
 }

@@ -33,7 +33,7 @@ use cranelift_codegen::ir;
 use cranelift_codegen::isa::CallConv;
 
 use super::shape::{argument_kind, Added, ArgumentKind, Shape};
-use super::RegisterThunk;
+use super::{RegisterThunk, BTI_C};
 
 /// Where an argument travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,8 +127,6 @@ const LDR_LITERAL_8: u32 = 0x5800_0040;
 const B_OVER_LITERAL: u32 = 0x1400_0003;
 /// `b 0` (the offset from the relocation).
 const B: u32 = 0x1400_0000;
-/// `bti c`: a landing pad for calls through a register.
-const BTI_C: u32 = 0xD503_245F;
 
 /// One move-wide instruction: `op` into `rd`, `imm16` shifted left by 16 × `half`.
 fn move_wide(op: u32, sixty_four: bool, rd: u8, imm16: u16, half: u32) -> u32 {
