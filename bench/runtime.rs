@@ -312,25 +312,45 @@ struct Code {
     driver: Driver,
 }
 
-fn code(jit: &JITModule, p: &Program, aligned: &[FuncId; MEMBERS]) -> Code {
-    // SAFETY: each id is a finalized function of the signature built above, in the host's
-    // default calling convention (`extern "C"`); the `tail` functions are only called
-    // through `driver`, which calls them in their own convention.
-    let unary = |ids: &[FuncId; MEMBERS]| {
-        ids.map(|id| unsafe {
-            std::mem::transmute::<*const u8, Unary>(jit.get_finalized_function(id))
-        })
-    };
+/// The members `ids` of `jit`, callable.
+fn unary(jit: &JITModule, ids: &[FuncId; MEMBERS]) -> [Unary; MEMBERS] {
+    // SAFETY: each id is a finalized function of `jit` taking and returning one `i64`, in
+    // the host's default calling convention (`extern "C"`).
+    ids.map(|id| unsafe { std::mem::transmute::<*const u8, Unary>(jit.get_finalized_function(id)) })
+}
+
+/// The callable code of one build: `p` in `jit`, and the aligned family's `aligned` in
+/// `aligned_jit` (a program of its own).
+fn code(
+    jit: &JITModule,
+    p: &Program,
+    aligned_jit: &JITModule,
+    aligned: &[FuncId; MEMBERS],
+) -> Code {
     Code {
-        aligned: unary(aligned),
-        affine: unary(&p.affine),
-        callee: unary(&p.callee),
-        sums: unary(&p.sums),
+        aligned: unary(aligned_jit, aligned),
+        affine: unary(jit, &p.affine),
+        callee: unary(jit, &p.callee),
+        sums: unary(jit, &p.sums),
+        // The `tail` functions are only called through `driver`, which calls them in their
+        // own convention.
         tail6: p.tail6.map(|id| jit.get_finalized_function(id)),
+        // SAFETY: `driver` is finalized, `(fn pointer, i64) -> i64` in the host's convention.
         driver: unsafe {
             std::mem::transmute::<*const u8, Driver>(jit.get_finalized_function(p.driver))
         },
     }
+}
+
+/// A JIT whose functions go through clif-merge: merge-similar with its cost model off (so
+/// that every family is merged), with or without alignment merging.
+fn merging_jit(alignment: bool) -> MergingModule<JITModule> {
+    MergingModule::new(jit(), MergeOptions::default())
+        .expect("a merger for the host")
+        .with_merge_similar(SimilarOptions {
+            cost_model: false,
+            alignment,
+        })
 }
 
 /// One family's four calls, summed.
@@ -366,48 +386,27 @@ fn main() {
     let mut plain_aligned = jit();
     let a_plain = build_aligned(&mut plain_aligned).expect("the program builds");
     plain_aligned.finalize_definitions().expect("finalized");
-    let unmerged = code(&plain, &p_plain, &a_plain);
-    // SAFETY: as in `code`.
-    let unmerged = Code {
-        aligned: a_plain.map(|id| unsafe {
-            std::mem::transmute::<*const u8, Unary>(plain_aligned.get_finalized_function(id))
-        }),
-        ..unmerged
-    };
+    let unmerged = code(&plain, &p_plain, &plain_aligned, &a_plain);
 
     // Merged: merge-similar (cost model off) then identical merging, in the JIT.
-    let mut wrapped = MergingModule::new(jit(), MergeOptions::default())
-        .expect("a merger for the host")
-        .with_merge_similar(SimilarOptions {
-            cost_model: false,
-            alignment: false,
-        });
+    let mut wrapped = merging_jit(false);
     let p_merged = build(&mut wrapped).expect("the program builds");
     let finalized = wrapped
         .finalize_definitions()
         .expect("merged and finalized");
     // The aligned family, merged by alignment in a program of its own (so that alignment
     // merging pairs nothing of the families above).
-    let mut wrapped_aligned = MergingModule::new(jit(), MergeOptions::default())
-        .expect("a merger for the host")
-        .with_merge_similar(SimilarOptions {
-            cost_model: false,
-            alignment: true,
-        });
+    let mut wrapped_aligned = merging_jit(true);
     let a_merged = build_aligned(&mut wrapped_aligned).expect("the program builds");
     let finalized_aligned = wrapped_aligned
         .finalize_definitions()
         .expect("merged and finalized");
-    let merged = code(&finalized.module, &p_merged, &a_merged);
-    // SAFETY: as in `code`.
-    let merged = Code {
-        aligned: a_merged.map(|id| unsafe {
-            std::mem::transmute::<*const u8, Unary>(
-                finalized_aligned.module.get_finalized_function(id),
-            )
-        }),
-        ..merged
-    };
+    let merged = code(
+        &finalized.module,
+        &p_merged,
+        &finalized_aligned.module,
+        &a_merged,
+    );
     let am = &finalized_aligned.merged;
     assert_eq!(
         am.summary.compiled,
