@@ -1625,6 +1625,14 @@ fn entry_kind_and_size(rng: &mut Rng, shape: Shape) -> (EntryKind, usize) {
     (kind, 2 + rng.below(shape.family_size.max(3) - 1))
 }
 
+/// The names of the members of entry `families`, numbered from `first`: `e<family>_<m>`.
+fn name_entries(names: &mut Vec<String>, first: usize, families: &[(EntryKind, usize)]) {
+    for (k, &(_, n)) in families.iter().enumerate() {
+        let f = first + k;
+        names.extend((0..n).map(|m| format!("e{f}_{m}")));
+    }
+}
+
 /// Entry family number `f` of `kind` and `n` members (near-twins when `twin`), added to
 /// `module` and `entries`.
 #[allow(clippy::too_many_arguments)]
@@ -1723,21 +1731,17 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         .map(|_| entry_kind_and_size(&mut rng, shape))
         .collect();
     let mut entry_names: Vec<String> = Vec::new();
-    for (f, &(_, n)) in families.iter().enumerate() {
-        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
-    }
+    name_entries(&mut entry_names, 0, &families);
     let mut entries = Vec::new();
     for (f, &family) in families.iter().enumerate() {
-        let helpers = &helpers;
-        let names = &entry_names;
         entry_family(
             &mut rng,
             f,
             family,
             shape,
             false,
-            helpers,
-            names,
+            &helpers,
+            &entry_names,
             &mut module,
             &mut entries,
         );
@@ -1755,10 +1759,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     let twin_families: Vec<_> = (0..shape.twin_entry_families)
         .map(|_| entry_kind_and_size(&mut rng, shape))
         .collect();
-    for (k, &(_, n)) in twin_families.iter().enumerate() {
-        let f = shape.entry_families + k;
-        entry_names.extend((0..n).map(|m| format!("e{f}_{m}")));
-    }
+    name_entries(&mut entry_names, shape.entry_families, &twin_families);
     let first = entries.len();
     for (k, &family) in twin_families.iter().enumerate() {
         let f = shape.entry_families + k;
