@@ -63,6 +63,8 @@ pub struct AlignedMerge {
     pub right: FuncIndex,
     /// The merged body: the members' signature and the identifier last.
     pub body: Function,
+    /// `.text` bytes of the left and of the right member, estimated.
+    pub member_bytes: [u64; 2],
     /// `.text` bytes of the two members, estimated.
     pub before: u64,
     /// `.text` bytes of the body and both thunks, estimated.
@@ -90,6 +92,11 @@ pub fn merge_aligned(
         .map(|&f| linearise(&module.get(f).func, target))
         .collect();
     let signatures: Vec<Option<Signature>> = linearised.par_iter().map(signature_of).collect();
+    // Each function's size estimated once: a function is in several candidate pairs.
+    let sizes: Vec<u64> = free
+        .par_iter()
+        .map(|&f| isa.text_size(&module.get(f).func))
+        .collect();
     let mut merged = Vec::new();
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
     // Positions in `free` of the functions still free.
@@ -99,6 +106,7 @@ pub fn merge_aligned(
             members: left.iter().map(|&i| free[i]).collect(),
             linearised: left.iter().map(|&i| &linearised[i]).collect(),
             signatures: left.iter().map(|&i| signatures[i]).collect(),
+            sizes: left.iter().map(|&i| sizes[i]).collect(),
         };
         let found = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
         if found.is_empty() {
@@ -111,11 +119,13 @@ pub fn merge_aligned(
     merged
 }
 
-/// The functions one search runs on, each with its linearisation and signature.
+/// The functions one search runs on, each with its linearisation, signature and
+/// estimated size.
 struct Round<'l> {
     members: Vec<FuncIndex>,
     linearised: Vec<&'l Linearised>,
     signatures: Vec<Option<Signature>>,
+    sizes: Vec<u64>,
 }
 
 /// One search: the best pairs among the round's members, skipping pairs already `tried`
@@ -151,10 +161,8 @@ fn one_round(
                 return None;
             }
             // Blocks must pair one to one: counted before the (costlier) alignment.
-            let (ll, rl) = (
-                round.linearised[position(p.left)],
-                round.linearised[position(p.right)],
-            );
+            let (at_left, at_right) = (position(p.left), position(p.right));
+            let (ll, rl) = (round.linearised[at_left], round.linearised[at_right]);
             if ll.block_count() != rl.block_count() {
                 return None;
             }
@@ -179,7 +187,8 @@ fn one_round(
             if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
                 return None;
             }
-            let before = isa.text_size(l) + isa.text_size(r);
+            let member_bytes = [round.sizes[at_left], round.sizes[at_right]];
+            let before = member_bytes[0] + member_bytes[1];
             let after =
                 isa.text_size(&body) + thunks.iter().map(|(_, t)| isa.text_size(t)).sum::<u64>();
             if cost_model && after >= before {
@@ -190,6 +199,7 @@ fn one_round(
                     left: p.left,
                     right: p.right,
                     body,
+                    member_bytes,
                     before,
                     after,
                 },

@@ -683,7 +683,8 @@ fn aligned_pairs(
             let members = vec![merged.left, merged.right];
             let unmerged = members
                 .iter()
-                .map(|&m| isa.text_size(&module.get(m).func) * siblings[m].len().max(1) as u64)
+                .zip(merged.member_bytes)
+                .map(|(&m, bytes)| bytes * siblings[m].len().max(1) as u64)
                 .sum();
             let name = unique_body_name(in_use, "aligned_", &module.get(merged.left).name);
             (
