@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use clif_merge::detect::align::{
-    align, align_within, operand_mismatches, pair_kind, Alignment, AlignmentCounts, Method,
-    PairKind, Step, GAP,
+    align, align_blocks, align_within, operand_mismatches, pair_kind, Alignment, AlignmentCounts,
+    Method, PairKind, Step, GAP,
 };
 use clif_merge::detect::fingerprint::{linearise, ItemKind, Linearised};
 use clif_merge::detect::side_by_side::{align_functions, explain_alignment, MAX_LINES};
@@ -251,6 +251,68 @@ fn rescore(left: &Linearised, right: &Linearised, alignment: &Alignment) -> i64 
         (left.items.len(), right.items.len())
     );
     score
+}
+
+/// The block headers of `alignment`, as (left position, right position) among each
+/// side's blocks, when they pair.
+fn block_pairs(
+    left: &Linearised,
+    right: &Linearised,
+    alignment: &Alignment,
+) -> Vec<(usize, usize)> {
+    let rank = |lin: &Linearised, at: u32| {
+        lin.items
+            .values()
+            .take(at as usize)
+            .filter(|i| i.is_block())
+            .count()
+    };
+    alignment
+        .steps
+        .iter()
+        .filter_map(|step| match *step {
+            Step::Pair(l, r, _) if left.items[l].is_block() => {
+                Some((rank(left, l.as_u32()), rank(right, r.as_u32())))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn block_by_block_alignment_pairs_every_block_in_order_and_is_the_best_such() {
+    let f = fixture();
+    let mut names: Vec<&String> = f.keys().collect();
+    names.sort();
+    let (mut aligned, mut same_as_whole) = (0, 0);
+    for a in &names {
+        for b in &names {
+            let (l, r) = (linearise(&f[*a], &target()), linearise(&f[*b], &target()));
+            let Some(by_blocks) = align_blocks(&l, &r) else {
+                assert_ne!(l.block_count(), r.block_count(), "{a} {b}");
+                continue;
+            };
+            aligned += 1;
+            assert_eq!(l.block_count(), r.block_count(), "{a} {b}");
+            // A valid alignment, its score right, every block with its namesake.
+            assert_eq!(rescore(&l, &r, &by_blocks), by_blocks.score, "{a} {b}");
+            let expected: Vec<(usize, usize)> = (0..l.block_count()).map(|k| (k, k)).collect();
+            assert_eq!(block_pairs(&l, &r, &by_blocks), expected, "{a} {b}");
+            assert_eq!(by_blocks, align_blocks(&l, &r).unwrap(), "{a} {b}");
+            // Never better than the whole table; as good when the whole table's best
+            // alignment pairs the blocks so too.
+            let whole = align(&l, &r);
+            assert!(by_blocks.score <= whole.score, "{a} {b}");
+            if block_pairs(&l, &r, &whole) == expected {
+                assert_eq!(by_blocks.score, whole.score, "{a} {b}");
+                same_as_whole += 1;
+            }
+        }
+    }
+    assert!(
+        aligned > 20 && same_as_whole > 10,
+        "{aligned} {same_as_whole}"
+    );
 }
 
 #[test]

@@ -214,6 +214,81 @@ pub fn align(left: &Linearised, right: &Linearised) -> Alignment {
 /// check the band against the whole table).
 pub fn align_within(left: &Linearised, right: &Linearised, max_cells: usize) -> Alignment {
     let (l, r) = (left.items.as_values_slice(), right.items.as_values_slice());
+    let mut steps = Vec::with_capacity(l.len().max(r.len()));
+    let (method, score) = align_slices(l, r, (0, 0), max_cells, &mut steps);
+    Alignment {
+        steps,
+        method,
+        score,
+    }
+}
+
+/// The alignment of two functions whose blocks pair one to one in walk order (the
+/// *same blocks* scope of merging by alignment, [`crate::merge::aligned`]): each block
+/// header paired with the header at its position on the other side, and the
+/// instructions of each pair of blocks aligned as [`align`] aligns whole functions. It is
+/// the best alignment among those that pair every block so, found in the sum over the
+/// block pairs of their cells rather than in the cells of the whole table (HyFM, LCTES
+/// 2021, pairs blocks before aligning their instructions for the same reason). `None`
+/// when the block counts differ.
+pub fn align_blocks(left: &Linearised, right: &Linearised) -> Option<Alignment> {
+    let (l, r) = (left.items.as_values_slice(), right.items.as_values_slice());
+    let starts = |items: &[Item]| -> Vec<usize> {
+        (0..items.len()).filter(|&i| items[i].is_block()).collect()
+    };
+    let (ls, rs) = (starts(l), starts(r));
+    if ls.len() != rs.len() || ls.first() != Some(&0) || rs.first() != Some(&0) {
+        return (l.is_empty() && r.is_empty()).then(|| Alignment {
+            steps: Vec::new(),
+            method: Method::Full,
+            score: 0,
+        });
+    }
+    let mut steps = Vec::with_capacity(l.len().max(r.len()));
+    let mut score = 0;
+    let mut method = Method::Full;
+    for k in 0..ls.len() {
+        let (lb, rb) = (ls[k], rs[k]);
+        let (le, re) = (
+            ls.get(k + 1).copied().unwrap_or(l.len()),
+            rs.get(k + 1).copied().unwrap_or(r.len()),
+        );
+        let (kind, pair_score) = pair_kind(&l[lb], &r[rb]).expect("block headers always pair");
+        steps.push(Step::Pair(ItemRef::new(lb), ItemRef::new(rb), kind));
+        score += i64::from(pair_score);
+        let (within, block_score) = align_slices(
+            &l[lb + 1..le],
+            &r[rb + 1..re],
+            (lb + 1, rb + 1),
+            FULL_CELLS,
+            &mut steps,
+        );
+        score += block_score;
+        if let Method::Banded { half_width } = within {
+            method = match method {
+                Method::Banded { half_width: w } => Method::Banded {
+                    half_width: w.max(half_width),
+                },
+                Method::Full => Method::Banded { half_width },
+            };
+        }
+    }
+    Some(Alignment {
+        steps,
+        method,
+        score,
+    })
+}
+
+/// Align the items `l` with the items `r` (at positions `base` of their functions),
+/// appending the steps to `steps`; the method used and the score.
+fn align_slices(
+    l: &[Item],
+    r: &[Item],
+    base: (usize, usize),
+    max_cells: usize,
+    steps: &mut Vec<Step>,
+) -> (Method, i64) {
     let (n, m) = (l.len(), r.len());
     let (method, half_width) = if (n + 1).saturating_mul(m + 1) <= max_cells {
         (Method::Full, m + 1)
@@ -258,9 +333,10 @@ pub fn align_within(left: &Linearised, right: &Linearised, max_cells: usize) -> 
     }
     let score = i64::from(prev[m]);
 
-    // Trace back from (n, m).
-    let mut steps = Vec::with_capacity(n.max(m));
+    // Trace back from (n, m), then put the steps in order.
+    let first = steps.len();
     let (mut i, mut j) = (n, m);
+    let (l0, r0) = base;
     while i > 0 || j > 0 {
         let (offset, lo) = row_start[i];
         let from = if i == 0 {
@@ -275,26 +351,26 @@ pub fn align_within(left: &Linearised, right: &Linearised, max_cells: usize) -> 
                 let kind = pair_kind(&l[i - 1], &r[j - 1])
                     .map(|(k, _)| k)
                     .expect("the table pairs only items that may pair");
-                steps.push(Step::Pair(ItemRef::new(i - 1), ItemRef::new(j - 1), kind));
+                steps.push(Step::Pair(
+                    ItemRef::new(l0 + i - 1),
+                    ItemRef::new(r0 + j - 1),
+                    kind,
+                ));
                 i -= 1;
                 j -= 1;
             }
             FROM_LEFT_ONLY => {
-                steps.push(Step::LeftOnly(ItemRef::new(i - 1)));
+                steps.push(Step::LeftOnly(ItemRef::new(l0 + i - 1)));
                 i -= 1;
             }
             _ => {
-                steps.push(Step::RightOnly(ItemRef::new(j - 1)));
+                steps.push(Step::RightOnly(ItemRef::new(r0 + j - 1)));
                 j -= 1;
             }
         }
     }
-    steps.reverse();
-    Alignment {
-        steps,
-        method,
-        score,
-    }
+    steps[first..].reverse();
+    (method, score)
 }
 
 /// The best score of cell (i, j) and the move that reaches it, from the previous row

@@ -19,7 +19,9 @@ use std::fmt::Write;
 
 use cranelift_codegen::ir::Function;
 
-use super::align::{align, holes_differ, Alignment, AlignmentCounts, Method, PairKind, Step};
+use super::align::{
+    align, align_blocks, holes_differ, Alignment, AlignmentCounts, Method, PairKind, Step,
+};
 use super::explain::block_header;
 use super::fingerprint::{linearise, ItemKind, Linearised};
 use crate::names::FuncName;
@@ -42,10 +44,11 @@ pub struct AlignedPair {
     pub counts: AlignmentCounts,
 }
 
-/// Linearise and align `left` and `right`.
+/// Linearise and align `left` and `right` as merging by alignment does: block by block
+/// when their block counts are equal ([`align_blocks`]), as whole sequences otherwise.
 pub fn align_functions(target: &TargetInfo, left: &Function, right: &Function) -> AlignedPair {
     let (l, r) = (linearise(left, target), linearise(right, target));
-    let alignment = align(&l, &r);
+    let alignment = align_blocks(&l, &r).unwrap_or_else(|| align(&l, &r));
     let counts = alignment.counts(&l, &r);
     AlignedPair {
         left: l,

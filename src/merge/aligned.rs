@@ -12,7 +12,9 @@
 //! 1. **Partners.** [`super::candidates::find_candidates`] (MinHash and LSH) proposes
 //!    pairs; a pair whose signatures or reachable block counts differ is dropped before
 //!    aligning.
-//! 2. **Alignment.** Each pair is aligned ([`crate::detect::align`]) and built
+//! 2. **Alignment.** Each pair is aligned block by block
+//!    ([`crate::detect::align::align_blocks`]: the k-th block of one walk with the k-th of
+//!    the other, the instructions of each pair of blocks aligned) and built
 //!    ([`build::build_body`]): the *same blocks* variant — every block pairs, with equal
 //!    parameter types, and paired terminators merge; inside blocks instructions may
 //!    differ or exist on one side only. Anything else is declined.
@@ -42,7 +44,7 @@ use rayon::prelude::*;
 use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
 use super::similar::CodeFacts;
-use crate::detect::align::align;
+use crate::detect::align::align_blocks;
 use crate::detect::fingerprint::{linearise, Linearised};
 use crate::target::TargetInfo;
 
@@ -160,13 +162,10 @@ fn one_round(
             {
                 return None;
             }
-            // Blocks must pair one to one: counted before the (costlier) alignment.
+            // Blocks pair one to one, in walk order: aligned block by block.
             let (at_left, at_right) = (position(p.left), position(p.right));
             let (ll, rl) = (round.linearised[at_left], round.linearised[at_right]);
-            if ll.block_count() != rl.block_count() {
-                return None;
-            }
-            let alignment = align(ll, rl);
+            let alignment = align_blocks(ll, rl)?;
             let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())?;
             // Each member passes zeros for the parameters only the other has, then its
             // identifier.
