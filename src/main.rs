@@ -330,6 +330,19 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         }
         _ => None,
     };
+    // With merging by alignment, what it makes of the two functions as read.
+    let aligned_verdict = match (&cli.explain, &isa, &options.similar) {
+        (Some(pair), Some(isa), Some(similar)) if merging_similar && similar.alignment => {
+            let find = |text: &String| FuncName::parse(text).and_then(|n| module.lookup(&n));
+            match (find(&pair[0]), find(&pair[1])) {
+                (Some(a), Some(b)) if a != b => Some(clif_merge::merge::similar::explain_aligned(
+                    &module, &target, &**isa, a, b,
+                )),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
     // Bytes are shown when an object is written and a report, comparison, plot or the
     // terminal summary shows them.
     let sizes_shown = cli.output.is_some()
@@ -405,7 +418,17 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             None if text.contains("they are similar") => text.push_str(
                 "merge-similar: not merged (the cost model or the parameter limit kept them apart)\n",
             ),
-            None => {}
+            None => match &aligned_verdict {
+                Some(Ok((before, after))) => text.push_str(&format!(
+                    "merging by alignment: as a pair they would pay (about {after} bytes for the \
+                     body and both thunks instead of {before}), but they were not paired: the \
+                     candidate search did not propose them, or one of them merged otherwise\n"
+                )),
+                Some(Err(declined)) => text.push_str(&format!(
+                    "merging by alignment: not merged: {declined}\n"
+                )),
+                None => {}
+            },
         }
     }
     let (object_bytes, emitted) = match emitted {

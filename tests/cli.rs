@@ -839,10 +839,31 @@ fn explain_shows_the_alignment_when_not_even_similar() {
             "{text}"
         );
         assert!(
-            text.contains("why not merged: merge-similar shares a body only when everything but constants, offsets and callees is equal; here: 1 instruction with another opcode, 1 instruction on one side only\n"),
+            text.contains("why holes do not merge them: a body with holes is shared only when everything but constants, offsets and callees is equal; here: 1 instruction with another opcode, 1 instruction on one side only\n"),
+            "{text}"
+        );
+        // Merging by alignment says what it makes of them, only when it runs.
+        assert_eq!(
+            text.contains(
+                "merging by alignment: not merged: the merged body and its thunks (about "
+            ),
+            !extra.is_empty(),
+            "{text}"
+        );
+        assert_eq!(
+            text.contains("merging by alignment"),
+            !extra.is_empty(),
             "{text}"
         );
     }
+    // Why merging by alignment declines: other block counts, other signatures.
+    let similar = ["--merge-similar"];
+    assert!(explain("%sum_loop", "%sum_loop_twice", &similar)
+        .contains("merging by alignment: not merged: they have other numbers of blocks\n"),);
+    assert!(explain("%scale_add", "%scale_wide", &similar).contains(
+        "merging by alignment: not merged: their signatures differ beyond parameters of one a \
+         prefix of the other's\n"
+    ));
     // Other types, and another block.
     let wide = explain("%scale_add", "%scale_wide", &[]);
     assert!(
@@ -916,8 +937,18 @@ fn explain_says_when_alignment_merged_two_functions() {
         ),
         "{merged}"
     );
+    // What holes make of them comes first, then what alignment did; nothing contradicts it.
+    let (holes, aligned) = (
+        merged
+            .find("why holes do not merge them")
+            .expect("the holes' reason"),
+        merged.find("merged by alignment").expect("the merge"),
+    );
+    assert!(holes < aligned, "{merged}");
+    assert!(!merged.contains("merging by alignment: "), "{merged}");
     let apart = explain(&["--no-alignment-merging"]);
     assert!(!apart.contains("merged by alignment"), "{apart}");
+    assert!(!apart.contains("merging by alignment"), "{apart}");
     assert!(
         apart.contains("alignment of %pure_a and %pure_b"),
         "{apart}"

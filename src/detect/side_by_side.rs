@@ -137,7 +137,11 @@ pub fn explain_alignment(
         c.right_only_blocks,
         c.block_headers,
     );
-    let _ = writeln!(out, "why not merged: {}", why_not_merged(left, right, c));
+    let _ = writeln!(
+        out,
+        "why holes do not merge them: {}",
+        why_not_merged(left, right, c)
+    );
     out
 }
 
@@ -255,12 +259,12 @@ fn why_not_merged(left: &Function, right: &Function, c: &AlignmentCounts) -> Str
     if reasons.is_empty() {
         return "every block and instruction pairs with one of the same fingerprint, so they \
                 differ in which values the instructions read (data flow, block arguments) or \
-                in what the encoding reads outside instructions (stack slots); merge-similar \
-                shares a body only when everything but constants, offsets and callees is equal"
+                in what the encoding reads outside instructions (stack slots); a body with \
+                holes is shared only when everything but constants, offsets and callees is equal"
             .to_string();
     }
     format!(
-        "merge-similar shares a body only when everything but constants, offsets and callees \
+        "a body with holes is shared only when everything but constants, offsets and callees \
          is equal; here: {}",
         reasons.join(", ")
     )

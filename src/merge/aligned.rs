@@ -121,6 +121,132 @@ pub fn merge_aligned(
     merged
 }
 
+/// Two functions to merge by alignment: the left (lower index) and the right, their
+/// linearisations and estimated sizes.
+pub struct PairToTry<'l> {
+    /// Left, right.
+    pub members: [FuncIndex; 2],
+    /// Their linearisations.
+    pub linearised: [&'l Linearised; 2],
+    /// Their estimated `.text` bytes.
+    pub member_bytes: [u64; 2],
+}
+
+/// Why a pair is not merged by alignment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Declined {
+    /// Other calling conventions or returns, or parameters of which neither list is a
+    /// prefix of the other (the rest plain integers).
+    Signatures,
+    /// Another number of reachable blocks (every block must pair with one of the other).
+    BlockCounts,
+    /// The body cannot be built: a block on one side only or with other parameter types,
+    /// terminators that do not merge, or something outside the builder's scope (jump
+    /// tables, dynamic stack slots, stack maps, a value without a zero).
+    OutOfScope,
+    /// A member's thunk cannot be written.
+    Thunk,
+    /// A member reads its frame, and a thunk would add one.
+    FrameReader,
+    /// The body and both thunks are not smaller than the members (estimated bytes).
+    Cost {
+        /// The two members.
+        before: u64,
+        /// The body and both thunks.
+        after: u64,
+    },
+}
+
+impl std::fmt::Display for Declined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Declined::Signatures => write!(
+                f,
+                "their signatures differ beyond parameters of one a prefix of the other's"
+            ),
+            Declined::BlockCounts => write!(f, "they have other numbers of blocks"),
+            Declined::OutOfScope => write!(
+                f,
+                "their blocks do not all pair (parameters, terminators) or they use what a \
+                 merged body cannot hold yet"
+            ),
+            Declined::Thunk => write!(f, "a thunk into the merged body cannot be written"),
+            Declined::FrameReader => write!(
+                f,
+                "one reads its frame, and a thunk into the merged body would add a frame"
+            ),
+            Declined::Cost { before, after } => write!(
+                f,
+                "the merged body and its thunks (about {after} bytes) are not smaller than the \
+                 two functions (about {before} bytes)"
+            ),
+        }
+    }
+}
+
+/// Build the merged body of `pair` and its members' thunks, or say why not (with
+/// `cost_model` off, a pair that does not pay is built too).
+pub fn try_pair(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    pair: &PairToTry<'_>,
+    cost_model: bool,
+    thunk: &ThunkWriter<'_>,
+) -> Result<(AlignedMerge, Vec<(FuncIndex, Function)>), Declined> {
+    let [left, right] = pair.members;
+    let (l, r) = (&module.get(left).func, &module.get(right).func);
+    if build::body_signature(&l.signature, &r.signature).is_none() || l.dfg.num_blocks() == 0 {
+        return Err(Declined::Signatures);
+    }
+    // Blocks pair one to one, in walk order: aligned block by block.
+    let [ll, rl] = pair.linearised;
+    let alignment = align_blocks(ll, rl).ok_or(Declined::BlockCounts)?;
+    let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
+        .ok_or(Declined::OutOfScope)?;
+    // Each member passes zeros for the parameters only the other has, then its
+    // identifier.
+    let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
+        let all = &body.signature.params;
+        all[own.signature.params.len()..all.len() - 1]
+            .iter()
+            .map(|p| (p.value_type, 0))
+            .chain([(build::ID_TYPE, id)])
+            .collect()
+    };
+    let thunks = vec![
+        (
+            left,
+            thunk(left, &body, &values(l, 1)).ok_or(Declined::Thunk)?,
+        ),
+        (
+            right,
+            thunk(right, &body, &values(r, 0)).ok_or(Declined::Thunk)?,
+        ),
+    ];
+    let reads_frame =
+        module.get(left).observes_its_frame() || module.get(right).observes_its_frame();
+    if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
+        return Err(Declined::FrameReader);
+    }
+    let before = pair.member_bytes[0] + pair.member_bytes[1];
+    let after = isa.text_size(&body) + thunks.iter().map(|(_, t)| isa.text_size(t)).sum::<u64>();
+    if cost_model && after >= before {
+        return Err(Declined::Cost { before, after });
+    }
+    Ok((
+        AlignedMerge {
+            left,
+            right,
+            body,
+            member_bytes: pair.member_bytes,
+            before,
+            after,
+        },
+        thunks,
+    ))
+}
+
 /// The functions one search runs on, each with its linearisation, signature and
 /// estimated size.
 struct Round<'l> {
@@ -156,54 +282,13 @@ fn one_round(
     let mut built: Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> = pairs
         .par_iter()
         .filter_map(|p| {
-            let (l, r) = (&module.get(p.left).func, &module.get(p.right).func);
-            if build::body_signature(&l.signature, &r.signature).is_none()
-                || l.dfg.num_blocks() == 0
-            {
-                return None;
-            }
-            // Blocks pair one to one, in walk order: aligned block by block.
             let (at_left, at_right) = (position(p.left), position(p.right));
-            let (ll, rl) = (round.linearised[at_left], round.linearised[at_right]);
-            let alignment = align_blocks(ll, rl)?;
-            let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())?;
-            // Each member passes zeros for the parameters only the other has, then its
-            // identifier.
-            let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
-                let all = &body.signature.params;
-                all[own.signature.params.len()..all.len() - 1]
-                    .iter()
-                    .map(|p| (p.value_type, 0))
-                    .chain([(build::ID_TYPE, id)])
-                    .collect()
+            let pair = PairToTry {
+                members: [p.left, p.right],
+                linearised: [round.linearised[at_left], round.linearised[at_right]],
+                member_bytes: [round.sizes[at_left], round.sizes[at_right]],
             };
-            let thunks = vec![
-                (p.left, thunk(p.left, &body, &values(l, 1))?),
-                (p.right, thunk(p.right, &body, &values(r, 0))?),
-            ];
-            let reads_frame =
-                module.get(p.left).observes_its_frame() || module.get(p.right).observes_its_frame();
-            if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
-                return None;
-            }
-            let member_bytes = [round.sizes[at_left], round.sizes[at_right]];
-            let before = member_bytes[0] + member_bytes[1];
-            let after =
-                isa.text_size(&body) + thunks.iter().map(|(_, t)| isa.text_size(t)).sum::<u64>();
-            if cost_model && after >= before {
-                return None;
-            }
-            Some((
-                AlignedMerge {
-                    left: p.left,
-                    right: p.right,
-                    body,
-                    member_bytes,
-                    before,
-                    after,
-                },
-                thunks,
-            ))
+            try_pair(module, target, isa, &pair, cost_model, thunk).ok()
         })
         .collect();
     built.sort_by_key(|(m, _)| {

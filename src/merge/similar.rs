@@ -74,6 +74,7 @@ use super::groups;
 use super::module::{FuncIndex, Linkage, Module};
 use super::MergeOptions;
 use crate::detect::encode::Token;
+use crate::detect::fingerprint::linearise;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::Permissions;
 use crate::names::{external_name, fresh_symbol, user_func_name, FuncName};
@@ -657,26 +658,7 @@ fn aligned_pairs(
     );
     busy.extend(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
     let free: Vec<FuncIndex> = module.indices().filter(|f| !busy.contains(f)).collect();
-    let tail_calls = isa.flags().preserve_frame_pointers();
-    let config = isa.frontend_config();
-    let identifier = |member: FuncIndex, body: &Function, values: &[(ir::Type, i64)]| {
-        let holes: Vec<Hole> = values
-            .iter()
-            .map(|&(ty, bits)| Hole {
-                inst: ir::Inst::reserved_value(),
-                value: HoleValue::Constant { ty, bits },
-            })
-            .collect();
-        let params: Vec<Vec<usize>> = (0..holes.len()).map(|i| vec![i]).collect();
-        thunk(
-            &module.get(member).func,
-            &holes,
-            &params,
-            &body.signature,
-            config,
-            tail_calls,
-        )
-    };
+    let identifier = identifier_thunks(module, isa);
     super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier)
         .into_iter()
         .map(|(merged, thunks)| {
@@ -705,6 +687,61 @@ fn aligned_pairs(
             )
         })
         .collect()
+}
+
+/// The thunk writer of merging by alignment: a member's thunk passes its own arguments,
+/// then the integer values given (zeros and its identifier), as merge-similar's thunks
+/// pass their holes.
+fn identifier_thunks<'m>(
+    module: &'m Module,
+    isa: &'m dyn TargetIsa,
+) -> impl Fn(FuncIndex, &Function, &[(ir::Type, i64)]) -> Option<Function> + Sync + 'm {
+    let tail_calls = isa.flags().preserve_frame_pointers();
+    let config = isa.frontend_config();
+    move |member: FuncIndex, body: &Function, values: &[(ir::Type, i64)]| {
+        let holes: Vec<Hole> = values
+            .iter()
+            .map(|&(ty, bits)| Hole {
+                inst: ir::Inst::reserved_value(),
+                value: HoleValue::Constant { ty, bits },
+            })
+            .collect();
+        let params: Vec<Vec<usize>> = (0..holes.len()).map(|i| vec![i]).collect();
+        thunk(
+            &module.get(member).func,
+            &holes,
+            &params,
+            &body.signature,
+            config,
+            tail_calls,
+        )
+    }
+}
+
+/// Whether merging by alignment would merge `a` and `b` (of `module` as read) if each
+/// were the other's candidate partner: the estimated bytes before and after, or why not.
+/// For `--explain`; the pass itself also needs them to be partners and free.
+pub fn explain_aligned(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    a: FuncIndex,
+    b: FuncIndex,
+) -> Result<(u64, u64), super::aligned::Declined> {
+    let (left, right) = (a.min(b), a.max(b));
+    let lin = |f: FuncIndex| linearise(&module.get(f).func, target);
+    let (ll, rl) = (lin(left), lin(right));
+    let pair = super::aligned::PairToTry {
+        members: [left, right],
+        linearised: [&ll, &rl],
+        member_bytes: [
+            isa.text_size(&module.get(left).func),
+            isa.text_size(&module.get(right).func),
+        ],
+    };
+    let thunks = identifier_thunks(module, isa);
+    super::aligned::try_pair(module, target, isa, &pair, true, &thunks)
+        .map(|(merged, _)| (merged.before, merged.after))
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.
