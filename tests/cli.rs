@@ -845,7 +845,8 @@ fn explain_shows_the_alignment_when_not_even_similar() {
         // Merging by alignment says what it makes of them, only when it runs.
         assert_eq!(
             text.contains(
-                "merging by alignment: not merged: the merged body and its thunks (about "
+                "merging by alignment: not merged: the two thunks (20 bytes) take at least what \
+                 sharing the smaller function (about "
             ),
             !extra.is_empty(),
             "{text}"
@@ -911,6 +912,44 @@ fn explain_shows_the_alignment_when_not_even_similar() {
     assert!(
         message.contains("no function %scale_mul in the input"),
         "{message}"
+    );
+}
+
+#[test]
+fn explain_says_why_alignment_declined_a_pair() {
+    let verdict = |a: &str, b: &str| {
+        let text = run(args![
+            fixture("similar/aligned.clif"),
+            "--target",
+            X86,
+            "--merge-similar",
+            "--explain",
+            a,
+            b
+        ])
+        .ok()
+        .stdout;
+        text.lines()
+            .find_map(|l| l.strip_prefix("merging by alignment: not merged: "))
+            .unwrap_or_else(|| panic!("no verdict:\n{text}"))
+            .to_string()
+    };
+    let starts = |a: &str, b: &str, expected: &str| {
+        let v = verdict(a, b);
+        assert!(v.starts_with(expected), "{a} {b}: {v}");
+    };
+    starts("%ret_a", "%ret_b", "their signatures differ");
+    starts("%blk_a", "%blk_b", "they have other numbers of blocks");
+    starts("%jt_a", "%jt_b", "their blocks do not all pair");
+    starts(
+        "%call_a",
+        "%term_b",
+        "the two thunks (20 bytes) take at least what",
+    );
+    starts(
+        "%ext_a",
+        "%call_a",
+        "the merged body and its thunks (about ",
     );
 }
 

@@ -695,10 +695,10 @@ fn aligned_pairs(
 fn identifier_thunks<'m>(
     module: &'m Module,
     isa: &'m dyn TargetIsa,
-) -> impl Fn(FuncIndex, &Function, &[(ir::Type, i64)]) -> Option<Function> + Sync + 'm {
+) -> impl Fn(FuncIndex, &ir::Signature, &[(ir::Type, i64)]) -> Option<Function> + Sync + 'm {
     let tail_calls = isa.flags().preserve_frame_pointers();
     let config = isa.frontend_config();
-    move |member: FuncIndex, body: &Function, values: &[(ir::Type, i64)]| {
+    move |member: FuncIndex, body: &ir::Signature, values: &[(ir::Type, i64)]| {
         let holes: Vec<Hole> = values
             .iter()
             .map(|&(ty, bits)| Hole {
@@ -711,7 +711,7 @@ fn identifier_thunks<'m>(
             &module.get(member).func,
             &holes,
             &params,
-            &body.signature,
+            body,
             config,
             tail_calls,
         )
