@@ -13,7 +13,8 @@
 //! --nocapture`, runs programs until that many pairs of family members have been built and
 //! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran: programs,
 //! functions, family pairs, the near-twin pairs among them (members that differ by
-//! structural edits, issue #14) and how many members each kind of edit changed. A failing
+//! structural edits, issue #14), how many members each kind of edit changed and how many
+//! tail probes (entries that return a `tail` helper's result) it ran. A failing
 //! program is written under `target/tmp/differential-failures/` with the configuration
 //! and the differences.
 
@@ -74,6 +75,8 @@ struct Tally {
     near_twin_pairs: AtomicUsize,
     /// Members each structural edit changed, by [`Edit::ALL`]'s order.
     edits: [AtomicUsize; Edit::ALL.len()],
+    /// Entries that return a `tail` helper's result ([`gen::Program::tail_probes`]).
+    tail_probes: AtomicUsize,
     builds: AtomicUsize,
     calls: AtomicUsize,
     failures: Mutex<Vec<String>>,
@@ -152,6 +155,9 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
     for (count, &n) in tally.edits.iter().zip(&program.edits) {
         count.fetch_add(n, Ordering::Relaxed);
     }
+    tally
+        .tail_probes
+        .fetch_add(program.tail_probes, Ordering::Relaxed);
 }
 
 fn report(tally: &Tally) -> String {
@@ -170,10 +176,11 @@ fn report(tally: &Tally) -> String {
         }
     };
     format!(
-        "{} programs, {} functions, {} family pairs{near_twins}, {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} tail probes, {} builds, {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
+        tally.tail_probes.load(Ordering::Relaxed),
         tally.builds.load(Ordering::Relaxed),
         tally.calls.load(Ordering::Relaxed),
     )
@@ -213,6 +220,13 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
     assert!(
         missing.is_empty(),
         "no member changed by {missing:?}: {}",
+        report(&tally)
+    );
+    // Every `tail` helper's result is printed by an entry of its own (a register thunk
+    // that passes a wrong argument to a `tail` body shows).
+    assert!(
+        tally.tail_probes.load(Ordering::Relaxed) >= 20,
+        "too few tail probes: {}",
         report(&tally)
     );
     let failures = tally.failures.into_inner().unwrap();

@@ -19,6 +19,14 @@
 //! division. [`Program::near_twin_pairs`] counts the pairs of members that differ by an
 //! edit, [`Program::edits`] the members each kind changed.
 //!
+//! Last come the *tail probes*, again from an RNG of their own: one entry per member of
+//! every `tail` helper family, which calls it on the entry's arguments and returns its
+//! result. Helpers are otherwise reached only through the calls of generated functions,
+//! whose results are often unused and whose callers are often never called, so a `tail`
+//! helper merged behind a thunk that passed a wrong value (a register thunk writing the
+//! wrong argument register) could compute a wrong result nobody printed.
+//! [`Program::tail_probes`] counts them.
+//!
 //! Every generated function is free of traps and undefined behaviour on every input:
 //! divisors are forced odd (and positive where division is signed), loops run at most 7
 //! times, recursion depth is masked, memory is the 256-byte buffer the
@@ -88,6 +96,9 @@ pub struct Program {
     pub near_twin_pairs: usize,
     /// Members each structural edit changed, by [`Edit::ALL`]'s order.
     pub edits: [usize; Edit::ALL.len()],
+    /// Entries that call one `tail` helper and return its result (one per member of every
+    /// `tail` helper family).
+    pub tail_probes: usize,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -1713,6 +1724,41 @@ fn inputs(rng: &mut Rng, entries: &[Entry], first: usize, shape: Shape) -> Vec<(
     inputs
 }
 
+/// The tail probe of helper `name` (of the `tail` convention): entry `probe` calls it on
+/// its own first two arguments and returns the result.
+fn tail_probe(probe: &str, name: &str) -> String {
+    let colocated = if name.starts_with("hp") {
+        ""
+    } else {
+        "colocated "
+    };
+    format!(
+        "function %{probe}{ENTRY_SIG} {{\n    fn0 = {colocated}%{name}{}\n\n\
+         block0(v0: i64, v1: i64, v2: i64):\n    v3 = call fn0(v0, v1)\n    return v3\n}}\n\n",
+        HelperSig::Tail.text()
+    )
+}
+
+/// Inputs for the tail probes `entries[first..]`: an integer whose low three bits (the
+/// depth of a recursive helper) count 0, 1, 2, ... over an entry's inputs, so that the
+/// base case and recursion both run, and any integer.
+fn tail_probe_inputs(
+    rng: &mut Rng,
+    entries: &[Entry],
+    first: usize,
+    shape: Shape,
+) -> Vec<(usize, Arg, Arg)> {
+    let mut inputs = Vec::new();
+    for i in first..entries.len() {
+        for k in 0..shape.inputs_per_entry {
+            let a = (rng.next_u64() as i64 & !7) | (k % 8) as i64;
+            let b = rng.next_u64() as i64;
+            inputs.push((i, Arg::Int(a), Arg::Int(b)));
+        }
+    }
+    inputs
+}
+
 /// A module from `seed`.
 pub fn program(seed: u64, shape: Shape) -> Program {
     let mut rng = rng_for(seed);
@@ -1777,6 +1823,27 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     }
     inputs.extend(self::inputs(&mut rng, &entries, first, shape));
 
+    // Tail probes: every member of every `tail` helper family called by an entry of its
+    // own, inputs from an RNG of their own.
+    let first = entries.len();
+    for (f, family) in helpers.iter().enumerate() {
+        if family.sig != HelperSig::Tail {
+            continue;
+        }
+        for (m, name) in family.names.iter().enumerate() {
+            let probe = format!("t{f}_{m}");
+            module.clif.push_str(&tail_probe(&probe, name));
+            module.functions += 1;
+            entries.push(Entry {
+                name: probe,
+                flags: 0,
+            });
+        }
+    }
+    let tail_probes = entries.len() - first;
+    let mut rng = rng_for(rng::mix(seed, 0x007A_1196_0BE5));
+    inputs.extend(tail_probe_inputs(&mut rng, &entries, first, shape));
+
     Program {
         clif: module.clif,
         entries,
@@ -1785,6 +1852,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         family_pairs: module.family_pairs,
         near_twin_pairs: module.near_twin_pairs,
         edits: module.edits,
+        tail_probes,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),

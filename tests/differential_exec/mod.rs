@@ -304,6 +304,8 @@ __attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t 
   *hash = h;
 }}
 int main(void) {{
+  /* Line by line: a call that crashes is the one after the last line printed. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   unsigned n = sizeof INPUTS / sizeof INPUTS[0];
   unsigned seen[NSYMS] = {{0}};
   for (unsigned i = 0; i < n; i++) {{
@@ -629,6 +631,7 @@ pub fn program_from_fixture(text: &str) -> Program {
         family_pairs: 0,
         near_twin_pairs: 0,
         edits: Default::default(),
+        tail_probes: 0,
         linkages,
         settings,
     }
