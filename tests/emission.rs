@@ -900,9 +900,10 @@ fn frame_readers_are_merged_behind_register_thunks_only() {
 /// it takes with Cranelift's verifier under `debug_assert!` (release builds only drop a
 /// body that fails): the near-twins of `fixtures/similar/aligned.clif` and
 /// `fixtures/exec/aligned_*.clif`, merged by merge-similar with alignment merging and no
-/// cost model (every pair that builds is taken) for x86_64 and aarch64, the rewritten
-/// module compiled into an object. Every file but one has pairs merged by alignment, so
-/// the assertion runs on each.
+/// cost model (every pair that builds is taken) for x86_64 and aarch64, each file in its
+/// order and reversed (the lower index is the left member, so a member's instructions
+/// are built on each side), the rewritten module compiled into an object. Every file but
+/// one has pairs merged by alignment, so the assertion runs on each.
 #[test]
 fn aligned_bodies_verify_in_debug_builds() {
     use clif_merge::merge::similar::{merge_similar, SimilarOptions};
@@ -926,11 +927,15 @@ fn aligned_bodies_verify_in_debug_builds() {
         let target = TargetInfo::from_triple_str(triple).unwrap();
         let settings = [("preserve_frame_pointers".to_string(), "true".to_string())];
         let isa = build_isa(&target, &settings).unwrap();
-        for path in &paths {
+        for (path, reversed) in paths.iter().flat_map(|p| [(p, false), (p, true)]) {
             let file = path.file_name().unwrap().to_string_lossy();
             let text = std::fs::read_to_string(path).unwrap();
+            let mut functions = clif_merge::read::parse_clif(&text, path).unwrap();
+            if reversed {
+                functions.reverse();
+            }
             let mut module = Module::new();
-            for p in clif_merge::read::parse_clif(&text, path).unwrap() {
+            for p in functions {
                 module.add(p.func, Linkage::Export, false).unwrap();
             }
             let options = MergeOptions::default();
@@ -950,7 +955,7 @@ fn aligned_bodies_verify_in_debug_builds() {
             if file != "aligned_extra_store_on_one_side.clif" {
                 assert!(
                     aligned > 0,
-                    "{triple}, {file}: no pair merged by alignment: {report:?}"
+                    "{triple}, {file} (reversed: {reversed}): no pair merged by alignment: {report:?}"
                 );
             }
             pairs += aligned;
@@ -962,11 +967,11 @@ fn aligned_bodies_verify_in_debug_builds() {
                 &options,
                 &EmitOptions::default(),
             )
-            .unwrap_or_else(|e| panic!("{triple}, {file}: {e}"));
+            .unwrap_or_else(|e| panic!("{triple}, {file} (reversed: {reversed}): {e}"));
         }
     }
     eprintln!(
-        "aligned bodies: {pairs} pairs merged by alignment over {} files, two targets",
+        "aligned bodies: {pairs} pairs merged by alignment over {} files, both orders, two targets",
         paths.len()
     );
 }
