@@ -90,7 +90,7 @@ use crate::emit::define::{AliasStyle, Naming};
 use crate::emit::sink::{Emitted, Sink};
 use crate::emit::unwind::{Frames, JitFrames};
 use crate::emit::{EmitError, EmitOptions, EmitSummary};
-use crate::merge::similar::SimilarOptions;
+use crate::merge::similar::{SimilarOptions, SimilarReport};
 use crate::merge::{merge, Action, FuncIndex, Linkage, MergeOptions, MergePlan, Module};
 use crate::names::FuncName;
 use crate::pipeline::{self, PipelineOptions};
@@ -165,6 +165,8 @@ pub struct Merged {
     code: HashMap<FuncId, Arc<CompiledCode>>,
     /// What was compiled and written.
     pub summary: EmitSummary,
+    /// What merge-similar did, when it ran ([`FunctionMerger::with_merge_similar`]).
+    pub similar: Option<SimilarReport>,
 }
 
 impl FunctionMerger {
@@ -308,9 +310,10 @@ impl FunctionMerger {
             similar: self.similar.clone(),
             emit: self.emit.clone(),
         };
-        let (_, done) = pipeline::run(merge_module, &self.target, &options, sink)?;
+        let (analysis, done) = pipeline::run(merge_module, &self.target, &options, sink)?;
         Ok(Merged {
             summary: done.summary,
+            similar: analysis.similar,
             ..done.output
         })
     }
@@ -390,6 +393,7 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             frames: emitted.defined.frames,
             code,
             summary: EmitSummary::default(),
+            similar: None,
         })
     }
 }

@@ -77,10 +77,16 @@ pub struct AlignedMerge {
     pub after: u64,
 }
 
+/// A pair merged by alignment with its members' thunks.
+pub type MergedPair = (AlignedMerge, Vec<(FuncIndex, Function)>);
+
 /// The pairs of `free` (functions nothing else merged) worth merging by alignment, chosen
 /// as the module docs say. `thunk(member, body signature, values)` writes the member's thunk that
 /// passes its own arguments and then `values` (zeros for parameters only the other member
-/// has, then its identifier), as merge-similar writes its own; `cost_model` off takes every pair that builds (tests).
+/// has, then its identifier), as merge-similar writes its own; `cost_model` off takes every
+/// pair that builds (tests). Also returns how many bodies chosen failed Cranelift's
+/// verifier and were dropped: always 0 unless the builder has a bug, which the tests
+/// check (release builds drop such a body rather than stop).
 pub fn merge_aligned(
     module: &Module,
     target: &TargetInfo,
@@ -88,7 +94,7 @@ pub fn merge_aligned(
     free: &[FuncIndex],
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
-) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
+) -> (Vec<MergedPair>, usize) {
     let mut free = free.to_vec();
     free.sort_unstable();
     free.dedup();
@@ -104,6 +110,7 @@ pub fn merge_aligned(
         .map(|&f| isa.text_size(&module.get(f).func))
         .collect();
     let mut merged = Vec::new();
+    let mut failed_verifier = 0;
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
     // Positions in `free` of the functions still free.
     let mut left: Vec<usize> = (0..free.len()).collect();
@@ -114,7 +121,8 @@ pub fn merge_aligned(
             signatures: left.iter().map(|&i| signatures[i]).collect(),
             sizes: left.iter().map(|&i| sizes[i]).collect(),
         };
-        let found = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
+        let (found, failed) = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
+        failed_verifier += failed;
         if found.is_empty() {
             break;
         }
@@ -122,7 +130,7 @@ pub fn merge_aligned(
         left.retain(|&i| !used.contains(&free[i]));
         merged.extend(found);
     }
-    merged
+    (merged, failed_verifier)
 }
 
 /// Two functions to merge by alignment: the left (lower index) and the right, their
@@ -210,7 +218,7 @@ pub fn try_pair(
     pair: &PairToTry<'_>,
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
-) -> Result<(AlignedMerge, Vec<(FuncIndex, Function)>), Declined> {
+) -> Result<MergedPair, Declined> {
     let [left, right] = pair.members;
     let (l, r) = (&module.get(left).func, &module.get(right).func);
     let signature = build::body_signature(&l.signature, &r.signature)
@@ -294,7 +302,7 @@ fn one_round(
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
     tried: &mut HashSet<(FuncIndex, FuncIndex)>,
-) -> Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> {
+) -> (Vec<MergedPair>, usize) {
     let mut pairs = candidates_among(
         &round.members,
         &round.signatures,
@@ -307,7 +315,7 @@ fn one_round(
             .binary_search(&f)
             .expect("a candidate is a member")
     };
-    let mut built: Vec<(AlignedMerge, Vec<(FuncIndex, Function)>)> = pairs
+    let mut built: Vec<MergedPair> = pairs
         .par_iter()
         .filter_map(|p| {
             let (at_left, at_right) = (position(p.left), position(p.right));
@@ -335,8 +343,10 @@ fn one_round(
         }
         free
     });
-    // Every body taken is verified, in parallel; one that fails is a bug, and dropped.
-    built
+    // Every body taken is verified, in parallel; one that fails is a bug, and dropped
+    // (and counted).
+    let chosen = built.len();
+    let verified: Vec<_> = built
         .into_par_iter()
         .filter(
             |(m, _)| match cranelift_codegen::verify_function(&m.body, isa) {
@@ -347,5 +357,7 @@ fn one_round(
                 }
             },
         )
-        .collect()
+        .collect();
+    let failed = chosen - verified.len();
+    (verified, failed)
 }

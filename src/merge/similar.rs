@@ -164,6 +164,11 @@ pub struct SimilarReport {
     /// functions: no shared body, no thunk. Every name, in index order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub made_equal: Vec<Vec<String>>,
+    /// Bodies merging by alignment built and chose but Cranelift's verifier rejected
+    /// (dropped, their pairs left unmerged). Always 0 unless the builder has a bug: the
+    /// tests require 0 (debug builds panic instead).
+    #[serde(default)]
+    pub aligned_bodies_failing_the_verifier: usize,
 }
 
 impl SimilarReport {
@@ -540,7 +545,7 @@ pub fn merge_similar_keeping_replaced(
     }
     if similar.alignment {
         let in_use = in_use.get_or_insert_with(|| module.symbols_starting_with(BODY_PREFIX));
-        accepted.extend(aligned_pairs(
+        let (pairs, failed) = aligned_pairs(
             &module,
             target,
             isa,
@@ -549,7 +554,9 @@ pub fn merge_similar_keeping_replaced(
             &accepted,
             &made_equal,
             in_use,
-        ));
+        );
+        report.aligned_bodies_failing_the_verifier = failed;
+        accepted.extend(pairs);
     }
     let mut module = module;
     for (members, body) in made_equal {
@@ -645,7 +652,7 @@ fn aligned_pairs(
     accepted: &[(Candidate, Built, FuncName)],
     made_equal: &[(Vec<FuncIndex>, Function)],
     in_use: &mut HashSet<String>,
-) -> Vec<(Candidate, Built, FuncName)> {
+) -> (Vec<(Candidate, Built, FuncName)>, usize) {
     let mut busy: std::collections::HashSet<FuncIndex> = std::collections::HashSet::new();
     for f in module.indices() {
         // Classmates after the first are represented by it.
@@ -659,7 +666,9 @@ fn aligned_pairs(
     busy.extend(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
     let free: Vec<FuncIndex> = module.indices().filter(|f| !busy.contains(f)).collect();
     let identifier = identifier_thunks(module, isa);
-    super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier)
+    let (merged, failed) =
+        super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier);
+    let pairs = merged
         .into_iter()
         .map(|(merged, thunks)| {
             let members = vec![merged.left, merged.right];
@@ -686,7 +695,8 @@ fn aligned_pairs(
                 name,
             )
         })
-        .collect()
+        .collect();
+    (pairs, failed)
 }
 
 /// The thunk writer of merging by alignment: a member's thunk passes its own arguments,
