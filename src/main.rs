@@ -281,7 +281,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     // Module order is output order (symbols, sections, merged CLIF): by name, so that the
     // object does not depend on the order in which the files were given.
     parsed.sort_by_cached_key(|p| FuncName::of_function(&p.func));
-    let mut module = Module::new();
+    let mut module = Module::with_capacity(parsed.len());
     for p in parsed {
         let name = FuncName::of_function(&p.func);
         let linkage = linkage_for(&cli.linkage, &name);
@@ -594,6 +594,9 @@ fn shared_flags(settings_list: &[(String, String)]) -> Result<settings::Flags, S
 }
 
 fn linkage_for(rules: &[(glob::Pattern, Linkage)], name: &FuncName) -> Linkage {
+    if rules.is_empty() {
+        return Linkage::Export;
+    }
     let text = name.to_string();
     let bare = text.strip_prefix('%').unwrap_or(&text);
     rules

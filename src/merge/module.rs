@@ -89,6 +89,14 @@ impl Module {
         Self::default()
     }
 
+    /// An empty module with room for `n` functions.
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            functions: cranelift_entity::PrimaryMap::with_capacity(n),
+            by_name: HashMap::with_capacity_and_hasher(n, StableState::default()),
+        }
+    }
+
     /// A module of `functions`, all with `Export` linkage.
     pub fn from_functions(
         functions: impl IntoIterator<Item = Function>,
