@@ -14,7 +14,7 @@
 //! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran: programs,
 //! functions, family pairs, the near-twin pairs among them (members that differ by
 //! structural edits, issue #14), how many members each kind of edit changed and how many
-//! tail probes (entries that return a `tail` helper's result) it ran. A failing
+//! probes (entries that return a helper's result, `tail` and `system_v`) it ran. A failing
 //! program is written under `target/tmp/differential-failures/` with the configuration
 //! and the differences.
 
@@ -77,6 +77,8 @@ struct Tally {
     edits: [AtomicUsize; Edit::ALL.len()],
     /// Entries that return a `tail` helper's result ([`gen::Program::tail_probes`]).
     tail_probes: AtomicUsize,
+    /// Entries that return a `system_v` helper's result ([`gen::Program::system_v_probes`]).
+    system_v_probes: AtomicUsize,
     builds: AtomicUsize,
     calls: AtomicUsize,
     failures: Mutex<Vec<String>>,
@@ -158,6 +160,9 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
     tally
         .tail_probes
         .fetch_add(program.tail_probes, Ordering::Relaxed);
+    tally
+        .system_v_probes
+        .fetch_add(program.system_v_probes, Ordering::Relaxed);
 }
 
 fn report(tally: &Tally) -> String {
@@ -176,11 +181,12 @@ fn report(tally: &Tally) -> String {
         }
     };
     format!(
-        "{} programs, {} functions, {} family pairs{near_twins}, {} tail probes, {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} tail probes, {} system_v probes, {} builds, {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
         tally.tail_probes.load(Ordering::Relaxed),
+        tally.system_v_probes.load(Ordering::Relaxed),
         tally.builds.load(Ordering::Relaxed),
         tally.calls.load(Ordering::Relaxed),
     )
@@ -227,6 +233,12 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
     assert!(
         tally.tail_probes.load(Ordering::Relaxed) >= 20,
         "too few tail probes: {}",
+        report(&tally)
+    );
+    // And every other helper's (i64, i32, f64 and i16/i8 parameters).
+    assert!(
+        tally.system_v_probes.load(Ordering::Relaxed) >= 80,
+        "too few system_v probes: {}",
         report(&tally)
     );
     let failures = tally.failures.into_inner().unwrap();

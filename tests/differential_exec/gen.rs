@@ -19,13 +19,16 @@
 //! division. [`Program::near_twin_pairs`] counts the pairs of members that differ by an
 //! edit, [`Program::edits`] the members each kind changed.
 //!
-//! Last come the *tail probes*, again from an RNG of their own: one entry per member of
-//! every `tail` helper family, which calls it on the entry's arguments and returns its
-//! result. Helpers are otherwise reached only through the calls of generated functions,
-//! whose results are often unused and whose callers are often never called, so a `tail`
-//! helper merged behind a thunk that passed a wrong value (a register thunk writing the
-//! wrong argument register) could compute a wrong result nobody printed.
-//! [`Program::tail_probes`] counts them.
+//! Last come the *probes*, again from RNGs of their own: one entry per member of every
+//! helper family, which calls it on the entry's first two arguments (narrowed to its
+//! parameter types) and returns its result (widened to i64). Helpers are otherwise
+//! reached only through the calls of generated functions, whose results are often unused
+//! and whose callers are often never called, so a helper merged behind a thunk that passed
+//! a wrong value (a register thunk writing the wrong argument register) could compute a
+//! wrong result nobody printed. The *tail probes* (`%t<family>_<member>`, for the `tail`
+//! helpers) come first, as they did before the others had probes; then the *system_v
+//! probes* (`%s<family>_<member>`, every other helper: i64, i32, f64 and i16/i8
+//! parameters). [`Program::tail_probes`] and [`Program::system_v_probes`] count them.
 //!
 //! Every generated function is free of traps and undefined behaviour on every input:
 //! divisors are forced odd (and positive where division is signed), loops run at most 7
@@ -99,6 +102,9 @@ pub struct Program {
     /// Entries that call one `tail` helper and return its result (one per member of every
     /// `tail` helper family).
     pub tail_probes: usize,
+    /// Entries that call one `system_v` helper and return its result (one per member of
+    /// every other helper family), after the tail probes.
+    pub system_v_probes: usize,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -1724,25 +1730,52 @@ fn inputs(rng: &mut Rng, entries: &[Entry], first: usize, shape: Shape) -> Vec<(
     inputs
 }
 
-/// The tail probe of helper `name` (of the `tail` convention): entry `probe` calls it on
-/// its own first two arguments and returns the result.
-fn tail_probe(probe: &str, name: &str) -> String {
+/// The probe of helper `name` (of signature `sig`): entry `probe` calls it on its own
+/// first two arguments, narrowed to the helper's parameter types (`ireduce`; a float from
+/// the low 32 bits, which it holds exactly, so a recursive helper's depth bits survive),
+/// and returns the result widened to i64 (`sextend`; a float's bits, `bitcast`). A `tail`
+/// helper's probe converts nothing.
+fn helper_probe(probe: &str, name: &str, sig: HelperSig) -> String {
     let colocated = if name.starts_with("hp") {
         ""
     } else {
         "colocated "
     };
+    let mut body = String::new();
+    let mut next = 3;
+    let mut line = |body: &mut String, op: String| {
+        body.push_str(&format!("    v{next} = {op}\n"));
+        next += 1;
+        next - 1
+    };
+    let mut args = [0, 1];
+    for (arg, ty) in args.iter_mut().zip(sig.params()) {
+        *arg = match ty {
+            "i64" => *arg,
+            "f64" => {
+                let low = line(&mut body, format!("ireduce.i32 v{arg}"));
+                line(&mut body, format!("fcvt_from_sint.f64 v{low}"))
+            }
+            _ => line(&mut body, format!("ireduce.{ty} v{arg}")),
+        };
+    }
+    let result = line(&mut body, format!("call fn0(v{}, v{})", args[0], args[1]));
+    let result = match sig.ret() {
+        "i64" => result,
+        "f64" => line(&mut body, format!("bitcast.i64 v{result}")),
+        _ => line(&mut body, format!("sextend.i64 v{result}")),
+    };
     format!(
         "function %{probe}{ENTRY_SIG} {{\n    fn0 = {colocated}%{name}{}\n\n\
-         block0(v0: i64, v1: i64, v2: i64):\n    v3 = call fn0(v0, v1)\n    return v3\n}}\n\n",
-        HelperSig::Tail.text()
+         block0(v0: i64, v1: i64, v2: i64):\n{body}    return v{result}\n}}\n\n",
+        sig.text()
     )
 }
 
-/// Inputs for the tail probes `entries[first..]`: an integer whose low three bits (the
-/// depth of a recursive helper) count 0, 1, 2, ... over an entry's inputs, so that the
-/// base case and recursion both run, and any integer.
-fn tail_probe_inputs(
+/// Inputs for the probes `entries[first..]`: an integer whose low three bits (the depth
+/// of a recursive helper) count 0, 1, 2, ... over an entry's inputs, so that the base case
+/// and recursion both run, and any integer.
+fn probe_inputs(
     rng: &mut Rng,
     entries: &[Entry],
     first: usize,
@@ -1823,26 +1856,33 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     }
     inputs.extend(self::inputs(&mut rng, &entries, first, shape));
 
-    // Tail probes: every member of every `tail` helper family called by an entry of its
-    // own, inputs from an RNG of their own.
-    let first = entries.len();
-    for (f, family) in helpers.iter().enumerate() {
-        if family.sig != HelperSig::Tail {
-            continue;
+    // Probes: every member of every helper family called by an entry of its own, inputs
+    // from an RNG of their own. The `tail` helpers' first (as they were before the others
+    // had probes), then the `system_v` helpers', from another RNG.
+    let mut probes = |tail: bool, prefix: &str, mix: u64, inputs: &mut Vec<_>| {
+        let first = entries.len();
+        for (f, family) in helpers.iter().enumerate() {
+            if (family.sig == HelperSig::Tail) != tail {
+                continue;
+            }
+            for (m, name) in family.names.iter().enumerate() {
+                let probe = format!("{prefix}{f}_{m}");
+                module
+                    .clif
+                    .push_str(&helper_probe(&probe, name, family.sig));
+                module.functions += 1;
+                entries.push(Entry {
+                    name: probe,
+                    flags: 0,
+                });
+            }
         }
-        for (m, name) in family.names.iter().enumerate() {
-            let probe = format!("t{f}_{m}");
-            module.clif.push_str(&tail_probe(&probe, name));
-            module.functions += 1;
-            entries.push(Entry {
-                name: probe,
-                flags: 0,
-            });
-        }
-    }
-    let tail_probes = entries.len() - first;
-    let mut rng = rng_for(rng::mix(seed, 0x007A_1196_0BE5));
-    inputs.extend(tail_probe_inputs(&mut rng, &entries, first, shape));
+        let mut rng = rng_for(rng::mix(seed, mix));
+        inputs.extend(probe_inputs(&mut rng, &entries, first, shape));
+        entries.len() - first
+    };
+    let tail_probes = probes(true, "t", 0x007A_1196_0BE5, &mut inputs);
+    let system_v_probes = probes(false, "s", 0x0575_7E3F_0BE5, &mut inputs);
 
     Program {
         clif: module.clif,
@@ -1853,6 +1893,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         near_twin_pairs: module.near_twin_pairs,
         edits: module.edits,
         tail_probes,
+        system_v_probes,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),

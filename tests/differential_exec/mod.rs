@@ -654,6 +654,7 @@ pub fn program_from_fixture(text: &str) -> Program {
         near_twin_pairs: 0,
         edits: Default::default(),
         tail_probes: 0,
+        system_v_probes: 0,
         linkages,
         settings,
     }
