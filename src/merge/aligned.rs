@@ -224,6 +224,10 @@ pub fn try_pair(
     let signature = build::body_signature(&l.signature, &r.signature)
         .filter(|_| l.dfg.num_blocks() > 0)
         .ok_or(Declined::Signatures)?;
+    let [ll, rl] = pair.linearised;
+    if ll.block_count() != rl.block_count() {
+        return Err(Declined::BlockCounts);
+    }
     // Each member passes zeros for the parameters only the other has, then its
     // identifier. The thunks depend on the body's signature alone: written first.
     let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
@@ -255,7 +259,6 @@ pub fn try_pair(
         });
     }
     // Blocks pair one to one, in walk order: aligned block by block.
-    let [ll, rl] = pair.linearised;
     let alignment = align_blocks(ll, rl).ok_or(Declined::BlockCounts)?;
     let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
         .ok_or(Declined::OutOfScope)?;
