@@ -248,6 +248,12 @@ pub fn try_pair(
             thunk(right, &signature, &values(r, 0)).ok_or(Declined::Thunk)?,
         ),
     ];
+    // A member that reads its frame runs behind frameless thunks only.
+    let reads_frame =
+        module.get(left).observes_its_frame() || module.get(right).observes_its_frame();
+    if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
+        return Err(Declined::FrameReader);
+    }
     let thunk_bytes: u64 = thunks.iter().map(|(_, t)| isa.text_size(t)).sum();
     // The body holds at least the larger member, so the pair saves at most the smaller
     // one less the thunks: when that is nothing, the pair is not even aligned.
@@ -263,11 +269,6 @@ pub fn try_pair(
     let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
         .ok_or(Declined::OutOfScope)?;
     debug_assert_eq!(body.signature, signature);
-    let reads_frame =
-        module.get(left).observes_its_frame() || module.get(right).observes_its_frame();
-    if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
-        return Err(Declined::FrameReader);
-    }
     let before = pair.member_bytes[0] + pair.member_bytes[1];
     let after = isa.text_size(&body) + thunk_bytes;
     if cost_model && after >= before {
