@@ -70,11 +70,14 @@ pub fn isa() -> OwnedTargetIsa {
 }
 
 /// Read a corpus directory into a module, every function `Export` (the command line's
-/// default linkage), in sorted path order like the command line.
+/// default linkage), in name order like the command line.
 pub fn load_module(dir: &Path) -> Module {
-    let functions = clif_merge::read::read_inputs(&[dir.to_path_buf()])
+    let mut functions = clif_merge::read::read_inputs(&[dir.to_path_buf()])
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-    let mut module = Module::new();
+    // In name order, as the command line builds its module (merge-similar decides in
+    // module order, so another order can give another object).
+    functions.sort_by_cached_key(|p| clif_merge::FuncName::of_function(&p.func));
+    let mut module = Module::with_capacity(functions.len());
     for p in functions {
         module
             .add(p.func, Linkage::Export, false)
@@ -162,10 +165,7 @@ pub fn emit(module: &Module, mode: MergeMode, per_function_section: bool) -> Emi
 ///  --merge-functions MODE --merge-similar -o OUT` does. Also returns the rewritten module
 /// (thunks in place of the similar functions, shared bodies appended).
 pub fn emit_similar(module: &Module, mode: MergeMode) -> (Emitted, Module) {
-    let options = MergeOptions {
-        mode,
-        ..Default::default()
-    };
+    let options = cli_options(mode);
     let start = Instant::now();
     let (rewritten, report) = merge_similar(
         copy_module(module),
@@ -193,6 +193,17 @@ pub fn emit_similar(module: &Module, mode: MergeMode) -> (Emitted, Module) {
     (e, rewritten)
 }
 
+/// The merge options the command line uses in `mode`: an object's aliases are symbols
+/// at their body, so functions taking the addresses of functions folded as aliases of
+/// each other fold like their callers (`MergeOptions::aliases_share_address`).
+fn cli_options(mode: MergeMode) -> MergeOptions {
+    MergeOptions {
+        mode,
+        aliases_share_address: true,
+        ..Default::default()
+    }
+}
+
 fn emit_module(
     module: &Module,
     mode: MergeMode,
@@ -200,10 +211,7 @@ fn emit_module(
     similar: Option<(Similar, &std::collections::HashSet<&str>)>,
 ) -> Emitted {
     let target = target();
-    let options = MergeOptions {
-        mode,
-        ..Default::default()
-    };
+    let options = cli_options(mode);
     let start = Instant::now();
     let plan = clif_merge::merge(module, &target, &options);
     let merge_s = start.elapsed().as_secs_f64();
