@@ -143,15 +143,27 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
 fn command(cmd: &mut Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
     if !out.status.success() {
+        // A crashed program printed every entry before the one that crashed: its last
+        // lines say where it stopped; the rest would bury them.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        let shown = lines.len().min(SHOWN_LINES);
+        let cut = match lines.len() - shown {
+            0 => String::new(),
+            n => format!("({n} lines before these left out)\n"),
+        };
         return Err(format!(
-            "{cmd:?} failed ({}):\n{}{}",
+            "{cmd:?} failed ({}):\n{cut}{}\n{}",
             out.status,
-            String::from_utf8_lossy(&out.stdout),
+            lines[lines.len() - shown..].join("\n"),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Lines of a failed command's output shown (its last ones).
+const SHOWN_LINES: usize = 8;
 
 /// The command line that writes the object of `config`.
 pub fn clif_merge_args(
