@@ -140,7 +140,7 @@ pub fn explain_alignment(
     let _ = writeln!(
         out,
         "why holes do not merge them: {}",
-        why_not_merged(left, right, c)
+        why_holes_do_not_merge(left, right, c)
     );
     out
 }
@@ -213,7 +213,7 @@ fn item_text(func: &Function, kind: &ItemKind) -> String {
 }
 
 /// Why merge-similar, which needs equal encodings up to holes, keeps the two apart.
-fn why_not_merged(left: &Function, right: &Function, c: &AlignmentCounts) -> String {
+fn why_holes_do_not_merge(left: &Function, right: &Function, c: &AlignmentCounts) -> String {
     let mut reasons: Vec<String> = Vec::new();
     if left.signature != right.signature {
         reasons.push(format!(
