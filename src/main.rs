@@ -419,11 +419,25 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 "merge-similar: not merged (the cost model or the parameter limit kept them apart)\n",
             ),
             None => match &aligned_verdict {
-                Some(Ok((before, after))) => text.push_str(&format!(
-                    "merging by alignment: as a pair they would pay (about {after} bytes for the \
-                     body and both thunks instead of {before}), but they were not paired: the \
-                     candidate search did not propose them, or one of them merged otherwise\n"
-                )),
+                Some(Ok((before, after))) => {
+                    // Where each of them went instead, if anywhere.
+                    let elsewhere: Vec<String> = names
+                        .iter()
+                        .filter_map(|n| {
+                            let g = report.groups.iter().find(|g| g.members.contains(n))?;
+                            Some(format!("{n} shares {} with {}", g.body, g.members.join(", ")))
+                        })
+                        .collect();
+                    let why = match elsewhere.is_empty() {
+                        true => "the candidate search did not pair them".to_string(),
+                        false => elsewhere.join("; "),
+                    };
+                    text.push_str(&format!(
+                        "merging by alignment: as a pair they would pay (about {after} bytes for \
+                         the body and both thunks instead of {before}), but they were not \
+                         merged together: {why}\n"
+                    ))
+                }
                 Some(Err(declined)) => text.push_str(&format!(
                     "merging by alignment: not merged: {declined}\n"
                 )),

@@ -954,6 +954,34 @@ fn explain_says_why_alignment_declined_a_pair() {
 }
 
 #[test]
+fn explain_says_where_a_pair_that_would_pay_went_instead() {
+    // %st_a and %st_c differ in an offset only: one group of holes. %st_a and %st_b would
+    // pay merged by alignment, but %st_a is taken.
+    let text = run(args![
+        fixture("exec/aligned_extra_store_on_one_side.clif"),
+        "--target",
+        X86,
+        "--merge-similar",
+        "--explain",
+        "%st_a",
+        "%st_b"
+    ])
+    .ok()
+    .stdout;
+    assert!(
+        text.contains(
+            "but they were not merged together: %st_a shares %clif_merge_similar_st_a with \
+             %st_a, %st_c\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("merging by alignment: as a pair they would pay (about "),
+        "{text}"
+    );
+}
+
+#[test]
 fn explain_says_when_alignment_merged_two_functions() {
     let explain = |extra: &[&str]| {
         let mut args = args![
