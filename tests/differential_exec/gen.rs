@@ -1792,69 +1792,87 @@ fn probe_inputs(
     inputs
 }
 
+/// The helper and entry families of a module as they are added, with the entries' inputs.
+#[derive(Default)]
+struct Families {
+    helpers: Vec<HelperFamily>,
+    /// Every entry's name, named before the entries are written (address-taking entries
+    /// refer to any of them).
+    entry_names: Vec<String>,
+    entries: Vec<Entry>,
+    inputs: Vec<(usize, Arg, Arg)>,
+    /// Entry families added.
+    entry_families: usize,
+}
+
+impl Families {
+    /// `helpers` helper families, level by level, then `entries` entry families (near-twins
+    /// when `twin`), numbered after those added before, all drawn from `rng`; then their
+    /// entries' inputs.
+    fn add(
+        &mut self,
+        rng: &mut Rng,
+        shape: Shape,
+        twin: bool,
+        (helpers, entries): (usize, usize),
+        module: &mut ModuleText,
+    ) {
+        for k in 0..helpers {
+            let f = self.helpers.len();
+            let level = k * 3 / helpers.max(1);
+            let family = helper_family(rng, f, level, shape, twin, &self.helpers, module);
+            self.helpers.push(family);
+        }
+        let families: Vec<_> = (0..entries)
+            .map(|_| entry_kind_and_size(rng, shape))
+            .collect();
+        let first_family = self.entry_families;
+        self.entry_families += entries;
+        name_entries(&mut self.entry_names, first_family, &families);
+        let first = self.entries.len();
+        for (k, &family) in families.iter().enumerate() {
+            entry_family(
+                rng,
+                first_family + k,
+                family,
+                shape,
+                twin,
+                &self.helpers,
+                &self.entry_names,
+                module,
+                &mut self.entries,
+            );
+        }
+        self.inputs.extend(inputs(rng, &self.entries, first, shape));
+    }
+}
+
 /// A module from `seed`.
 pub fn program(seed: u64, shape: Shape) -> Program {
-    let mut rng = rng_for(seed);
     let mut module = ModuleText::default();
 
-    // Helpers, level by level.
-    let mut helpers: Vec<HelperFamily> = Vec::new();
-    for f in 0..shape.helper_families {
-        let level = f * 3 / shape.helper_families.max(1);
-        let family = helper_family(&mut rng, f, level, shape, false, &helpers, &mut module);
-        helpers.push(family);
-    }
-
-    // Entries: names first (address-taking entries refer to any of them).
-    let families: Vec<_> = (0..shape.entry_families)
-        .map(|_| entry_kind_and_size(&mut rng, shape))
-        .collect();
-    let mut entry_names: Vec<String> = Vec::new();
-    name_entries(&mut entry_names, 0, &families);
-    let mut entries = Vec::new();
-    for (f, &family) in families.iter().enumerate() {
-        entry_family(
-            &mut rng,
-            f,
-            family,
-            shape,
-            false,
-            &helpers,
-            &entry_names,
-            &mut module,
-            &mut entries,
-        );
-    }
-    let mut inputs = inputs(&mut rng, &entries, 0, shape);
-
+    let mut built = Families::default();
+    built.add(
+        &mut rng_for(seed),
+        shape,
+        false,
+        (shape.helper_families, shape.entry_families),
+        &mut module,
+    );
     // Near-twin families, from an RNG of their own, numbered after the others.
-    let mut rng = rng_for(rng::mix(seed, 0x7717_4A11_6E5D));
-    for k in 0..shape.twin_helper_families {
-        let f = shape.helper_families + k;
-        let level = k * 3 / shape.twin_helper_families.max(1);
-        let family = helper_family(&mut rng, f, level, shape, true, &helpers, &mut module);
-        helpers.push(family);
-    }
-    let twin_families: Vec<_> = (0..shape.twin_entry_families)
-        .map(|_| entry_kind_and_size(&mut rng, shape))
-        .collect();
-    name_entries(&mut entry_names, shape.entry_families, &twin_families);
-    let first = entries.len();
-    for (k, &family) in twin_families.iter().enumerate() {
-        let f = shape.entry_families + k;
-        entry_family(
-            &mut rng,
-            f,
-            family,
-            shape,
-            true,
-            &helpers,
-            &entry_names,
-            &mut module,
-            &mut entries,
-        );
-    }
-    inputs.extend(self::inputs(&mut rng, &entries, first, shape));
+    built.add(
+        &mut rng_for(rng::mix(seed, 0x7717_4A11_6E5D)),
+        shape,
+        true,
+        (shape.twin_helper_families, shape.twin_entry_families),
+        &mut module,
+    );
+    let Families {
+        helpers,
+        mut entries,
+        mut inputs,
+        ..
+    } = built;
 
     // Probes: every member of every helper family called by an entry of its own, inputs
     // from an RNG of their own. The `tail` helpers' first (as they were before the others
