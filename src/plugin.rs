@@ -76,7 +76,7 @@
 //! assert!(!bytes.is_empty());
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use cranelift_codegen::ir::{Function, UserFuncName};
@@ -146,8 +146,9 @@ pub struct FunctionMerger {
     target: TargetInfo,
     options: MergeOptions,
     emit: EmitOptions,
-    functions: Vec<(FuncId, Function)>,
-    ids: HashSet<FuncId>,
+    /// By id: the merger numbers functions in declaration order, whatever order they were
+    /// added in, so that the output does not depend on it.
+    functions: BTreeMap<FuncId, Function>,
     unnamed_addr: HashSet<FuncId>,
     similar: Option<SimilarOptions>,
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
@@ -179,8 +180,7 @@ impl FunctionMerger {
             target,
             options,
             emit: EmitOptions::default(),
-            functions: Vec::new(),
-            ids: HashSet::new(),
+            functions: BTreeMap::new(),
             unnamed_addr: HashSet::new(),
             similar: None,
             pool: None,
@@ -209,13 +209,15 @@ impl FunctionMerger {
     }
 
     /// Hand over the body of the declared function `id`, instead of `define_function`.
-    /// Its name becomes `u0:<id>`, the name `declare_func_in_func` gives callees.
+    /// Its name becomes `u0:<id>`, the name `declare_func_in_func` gives callees. Functions
+    /// may be added in any order (as a compiler's threads finish them): the merger takes
+    /// them in `FuncId` order, so the output is the same whatever the order.
     pub fn add(&mut self, id: FuncId, mut func: Function) -> Result<(), PluginError> {
-        if !self.ids.insert(id) {
+        if self.functions.contains_key(&id) {
             return Err(PluginError::AddedTwice(id));
         }
         func.name = UserFuncName::user(0, id.as_u32());
-        self.functions.push((id, func));
+        self.functions.insert(id, func);
         Ok(())
     }
 
@@ -226,7 +228,8 @@ impl FunctionMerger {
     }
 
     /// The merge plan for the functions added so far, with linkages from `module`'s
-    /// declarations, and the merger's view of them (index order = order added).
+    /// declarations, and the merger's view of them (index order = `FuncId` order, whatever
+    /// order they were added in).
     ///
     /// This is identical merging only: merge-similar ([`FunctionMerger::with_merge_similar`])
     /// declares its shared bodies in the module, which happens in `define_in_*`.
@@ -237,7 +240,7 @@ impl FunctionMerger {
     }
 
     /// The functions added so far as a [`Module`], with linkages from `module`'s
-    /// declarations (index order = order added).
+    /// declarations (index order = `FuncId` order).
     fn merge_module<M: CraneliftModule>(&self, module: &M) -> Result<Module, PluginError> {
         let declared: HashSet<FuncId> = module
             .declarations()
@@ -302,7 +305,7 @@ impl FunctionMerger {
         let sink = ModuleSink {
             module,
             style,
-            ids: self.functions.iter().map(|(id, _)| *id).collect(),
+            ids: self.functions.keys().copied().collect(),
             pool: self.pool.clone(),
         };
         let options = PipelineOptions {
@@ -399,7 +402,8 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
 }
 
 impl Merged {
-    /// The final plan (indices are in the order functions were added).
+    /// The final plan (indices are in `FuncId` order: the order the compiler declared the
+    /// functions it added, not the order it added them in).
     pub fn plan(&self) -> &MergePlan {
         &self.plan
     }

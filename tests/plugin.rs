@@ -3,6 +3,7 @@
 //! never as a panic; and a call rejected for bad input defines nothing, so the caller can
 //! still define its functions itself.
 
+use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::plugin::{FunctionMerger, Merged, PluginError};
 use clif_merge::{Action, EmitError, MergeOptions, TargetInfo};
 use cranelift_codegen::ir::types::{I32, I64};
@@ -490,7 +491,6 @@ fn action_says_what_each_id_became_in_a_jit() {
 /// the body as a local symbol beside them.
 #[test]
 fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
-    use clif_merge::merge::similar::SimilarOptions;
     let constants = [-1i64, 999, 1999, 0x7fff_ffff_ffff, -0x8000_0000];
     let mut module = jit_module();
     let ids: Vec<FuncId> = (0..constants.len())
@@ -592,5 +592,81 @@ fn a_shared_body_takes_no_name_in_the_callers_module() {
         let f: extern "C" fn(i64) -> i64 =
             unsafe { std::mem::transmute(module.get_finalized_function(id)) };
         assert_eq!(f(35), 42, "{id}");
+    }
+}
+
+/// The object the merger writes for one set of functions, handed to it in `order` (indices
+/// into the declaration order): `a`, `b` local and equal, `c` calling `b`; `x`, `y`, `z`
+/// exported and equal, calling `a` (nobody compares `y`'s address); and `add_0`..`add_4`,
+/// which differ in a constant.
+fn object_adding_in(order: &[usize], similar: Option<SimilarOptions>) -> Vec<u8> {
+    let mut module = object_module();
+    let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default()).unwrap();
+    if let Some(similar) = similar {
+        merger = merger.with_merge_similar(similar);
+    }
+    let data = module
+        .declare_data("forty_two", Linkage::Export, false, false)
+        .unwrap();
+    let mut desc = DataDescription::new();
+    desc.define(42i64.to_le_bytes().to_vec().into_boxed_slice());
+    module.define_data(data, &desc).unwrap();
+    let [a, b, c, x, y, z] = [
+        ("a", Linkage::Local),
+        ("b", Linkage::Local),
+        ("c", Linkage::Export),
+        ("x", Linkage::Export),
+        ("y", Linkage::Export),
+        ("z", Linkage::Export),
+    ]
+    .map(|(name, linkage)| declare(&mut module, name, linkage));
+    let mut functions: Vec<(FuncId, Function)> = [
+        (a, Some(data), None),
+        (b, Some(data), None),
+        (c, None, Some(b)),
+        (x, Some(data), Some(a)),
+        (y, Some(data), Some(a)),
+        (z, Some(data), Some(a)),
+    ]
+    .into_iter()
+    .map(|(id, data, callee)| (id, body_with(&mut module, id, data, callee)))
+    .collect();
+    for (i, constant) in [3i64, 5, 7, 11, 13].into_iter().enumerate() {
+        let id = declare(&mut module, &format!("add_{i}"), Linkage::Export);
+        functions.push((id, add_const(&module, id, I64, constant)));
+    }
+    assert_eq!(order.len(), functions.len());
+    for &i in order {
+        let (id, func) = functions[i].clone();
+        merger.add(id, func).unwrap();
+    }
+    merger.set_unnamed_addr(y);
+    let merged = merger.define_in_object(&mut module).unwrap();
+    assert!(merged.plan().folded_count() > 0, "something folds");
+    let mut product = module.finish();
+    merged.finish_object(&mut product).unwrap();
+    product.emit().unwrap()
+}
+
+/// A compiler that hands its functions over as its threads finish them adds them in any
+/// order: the object depends on the functions and their declarations, not on that order.
+#[test]
+fn the_order_functions_are_added_in_changes_no_byte() {
+    let n = 11;
+    let forward: Vec<usize> = (0..n).collect();
+    let backward: Vec<usize> = (0..n).rev().collect();
+    let shuffled: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % n).collect();
+    let without_cost = SimilarOptions {
+        cost_model: false,
+        alignment: false,
+    };
+    for similar in [None, Some(SimilarOptions::default()), Some(without_cost)] {
+        let reference = object_adding_in(&forward, similar.clone());
+        for order in [&backward, &shuffled] {
+            assert!(
+                object_adding_in(order, similar.clone()) == reference,
+                "adding in order {order:?} (merge-similar {similar:?}) wrote another object"
+            );
+        }
     }
 }
