@@ -68,7 +68,7 @@ struct Imported {
     func_refs: SecondaryMap<ir::FuncRef, PackedOption<ir::FuncRef>>,
     stack_slots: SecondaryMap<ir::StackSlot, PackedOption<ir::StackSlot>>,
     /// How often each value is read (resolved aliases), over the whole member.
-    uses: HashMap<Value, u32>,
+    uses: SecondaryMap<Value, u32>,
 }
 
 /// The body under construction and both members' imports.
@@ -297,12 +297,12 @@ fn block_pairs<'s>(
 }
 
 /// How often each value is read, aliases resolved.
-fn use_counts(func: &Function) -> HashMap<Value, u32> {
-    let mut uses = HashMap::new();
+fn use_counts(func: &Function) -> SecondaryMap<Value, u32> {
+    let mut uses = SecondaryMap::with_capacity(func.dfg.num_values());
     for block in func.layout.blocks() {
         for inst in func.layout.block_insts(block) {
             for v in func.dfg.inst_values(inst) {
-                *uses.entry(func.dfg.resolve_aliases(v)).or_default() += 1;
+                uses[func.dfg.resolve_aliases(v)] += 1;
             }
         }
     }
@@ -933,7 +933,7 @@ impl<'a> Builder<'a> {
             insts
                 .iter()
                 .flat_map(|&i| func.dfg.inst_results(i).iter().copied())
-                .filter(|v| uses.get(v).copied().unwrap_or(0) > inside.get(v).copied().unwrap_or(0))
+                .filter(|&v| uses[v] > inside.get(&v).copied().unwrap_or(0))
                 .collect()
         };
         let (left_live, right_live) = (
