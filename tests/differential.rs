@@ -1,7 +1,8 @@
 //! Differential execution of compiled code (issue #11): generated modules of function
 //! families ([`differential_exec::gen`]) run unmerged and merged in every configuration a user
 //! can pick — object with PIC in a shared library and without PIC in a non-PIE executable,
-//! for x86_64 and aarch64 (under qemu), and cranelift-jit through the plugin — with
+//! for x86_64 and aarch64 (under qemu), and cranelift-jit through the plugin (in a child
+//! process: a build whose code crashes is a failure naming the signal) — with
 //! `--merge-functions disabled|trampolines|aliases`, each with and without
 //! `--merge-similar`. Every entry must return the same results on the same inputs, write
 //! the same memory, see the same return address and frame, and return addresses of the
@@ -25,7 +26,7 @@ use std::sync::Mutex;
 
 use differential_exec::gen::{self, Edit, Shape};
 use differential_exec::{
-    compare, keep_failure, program_from_fixture, run, Arch, Config, Mode, Output,
+    compare, jit, keep_failure, program_from_fixture, run, Arch, Config, Mode, Output,
 };
 
 /// Every configuration for `arch` that this machine can run, references first.
@@ -351,6 +352,36 @@ fn a_wrong_merge_is_reported() {
         merged.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A JIT build that crashes fails its configuration and does not end the test process:
+/// the child that runs it ([`differential_exec::jit::run_in_child`]) is told to call an
+/// unmapped address in place of one entry, and the parent reports the signal and the
+/// call, while the same build without the planted crash runs.
+#[test]
+fn a_crashing_jit_build_is_a_failure_not_the_end() {
+    let host = architectures()
+        .into_iter()
+        .flat_map(configurations)
+        .find(|c| c.output == Output::Jit && c.mode == Mode::Trampolines && c.similar)
+        .expect("no JIT configuration on this machine");
+    let program = gen::program(3, SHAPE);
+    let scratch = tempfile::tempdir().unwrap();
+    let fault = jit::Fault { call: 5 };
+    let crashed = jit::run_in_child(&program, host, scratch.path(), Some(fault))
+        .expect_err("the child called address 8 and returned");
+    let entry = &program.entries[program.inputs[5].0].name;
+    for expected in [
+        "JIT child killed by signal 11 (SIGSEGV)".to_string(),
+        format!("in call 5, of {entry} (5 calls returned)"),
+    ] {
+        assert!(
+            crashed.contains(&expected),
+            "{expected:?} not in {crashed:?}"
+        );
+    }
+    let results = jit::run_in_child(&program, host, scratch.path(), None).unwrap();
+    assert_eq!(results.len(), program.inputs.len());
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! Configurations: an object written by the `clif-merge` command line, with PIC (linked
 //! into a shared library that a C harness calls) and without (linked into a non-PIE
 //! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
-//! cross toolchain); and cranelift-jit through the backend plugin (host only). Each is
+//! cross toolchain); and cranelift-jit through the backend plugin (host only, in a child
+//! process of the test binary, [`jit`], so that JIT code that crashes fails its
+//! configuration instead of ending the test process). Each is
 //! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
 //! without `--merge-similar`; the reference is `disabled` without merge-similar, which
 //! defines every function as written.
@@ -135,7 +137,7 @@ pub type Results = BTreeMap<(usize, usize), (String, u64)>;
 /// Run `program` built as `config`; `dir` is a scratch directory of its own.
 pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
     match config.output {
-        Output::Jit => jit::run(program, config),
+        Output::Jit => jit::run_in_child(program, config, dir, None),
         Output::SharedLibrary | Output::Executable => run_object(program, config, dir),
     }
 }
@@ -424,7 +426,15 @@ pub fn keep_failure(program: &Program, seed: u64, config: Config, problems: &[St
     path
 }
 
-/// cranelift-jit through the plugin, in this process.
+/// cranelift-jit through the plugin, in a child process.
+///
+/// JIT code runs in the process that compiled it, so a merge fault that makes it crash
+/// (a thunk jumping to a bad address: SIGSEGV; a trap: SIGILL) would kill the process
+/// that runs it. [`run_in_child`] therefore re-executes the current test binary with only
+/// the hidden test [`child`] selected, which builds and runs one (program, configuration)
+/// and writes its results to a file, a line per call as each returns; a child killed by a
+/// signal is one failed configuration, and the harness goes on with the others. The
+/// program and configuration travel in a file of the scratch directory ([`write_job`]).
 pub mod jit {
     use super::*;
     use clif_merge::merge::similar::SimilarOptions;
@@ -433,6 +443,7 @@ pub mod jit {
     use cranelift_codegen::ir::{ExternalName, GlobalValueData, UserExternalName, UserFuncName};
     use cranelift_jit::{JITBuilder, JITModule};
     use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
+    use std::io::Write as _;
 
     type EntryFn = extern "C" fn(i64, i64, i64) -> i64;
 
@@ -467,7 +478,9 @@ pub mod jit {
         (r, h)
     }
 
-    pub fn run(program: &Program, config: Config) -> Result<Results, String> {
+    /// Build `program` as `config` with the plugin, in this process: the address of
+    /// every entry. The module's code stays mapped until the process (the child) ends.
+    fn build(program: &Program, config: Config) -> Result<Vec<*const u8>, String> {
         let target = TargetInfo::host();
         let mut settings = vec![
             ("is_pic".to_string(), "false".to_string()),
@@ -578,14 +591,31 @@ pub mod jit {
             .iter()
             .map(|e| module.get_finalized_function(ids[&e.name]))
             .collect();
-        let mut results = Results::new();
+        std::mem::forget(module);
+        Ok(address)
+    }
+
+    /// Call every entry of `program` (built at `address`) on its inputs; `record` gets
+    /// each call's result line (as [`parse_results`] reads them) as soon as it returns.
+    /// With `fault`, call number `fault.call` jumps to address 8 instead of its entry.
+    fn call_all(
+        program: &Program,
+        address: &[*const u8],
+        fault: Option<Fault>,
+        record: &mut dyn FnMut(&str),
+    ) {
         let mut seen = vec![0usize; program.entries.len()];
-        for &(e, a, b) in &program.inputs {
+        for (call, &(e, a, b)) in program.inputs.iter().enumerate() {
             let value = |x: Arg| match x {
                 Arg::Int(v) => v,
                 Arg::Address(i) => address[i] as i64,
             };
-            let f: EntryFn = unsafe { std::mem::transmute(address[e]) };
+            let code = match fault {
+                // Not null: a function pointer may not be. Address 8 is as unmapped.
+                Some(fault) if fault.call == call => std::hint::black_box(8usize) as *const u8,
+                _ => address[e],
+            };
+            let f: EntryFn = unsafe { std::mem::transmute(code) };
             let flags = program.entries[e].flags;
             let (r, h) = call_entry(f, value(a), value(b), flags);
             let shown = if flags & flags::ADDRESS_RESULT != 0 {
@@ -599,13 +629,248 @@ pub mod jit {
             } else {
                 format!("{:016x}", r as u64)
             };
-            results.insert((e, seen[e]), (shown, h));
+            record(&format!("{e} {} {shown} {h:016x}", seen[e]));
             seen[e] += 1;
         }
-        // The module's code stays mapped until the process ends: leaking it keeps
-        // addresses of one build from being reused by the next while results are compared.
-        std::mem::forget(module);
-        Ok(results)
+    }
+
+    /// A crash planted in the child, to show that it is reported: call number `call`
+    /// of the program's inputs jumps to an unmapped address instead of its entry.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Fault {
+        pub call: usize,
+    }
+
+    /// The environment variable that makes a process of the test binary the child of
+    /// [`run_in_child`]: the scratch directory that holds the job.
+    const CHILD_DIR: &str = "CLIF_MERGE_JIT_CHILD";
+    /// The job: the program and configuration ([`write_job`]).
+    const JOB: &str = "jit-job";
+    /// The child's results, a line per call as it returns, then [`END`].
+    const RESULTS: &str = "jit-results";
+    /// The child's error, when building or running failed without a crash.
+    const ERROR: &str = "jit-error";
+    /// The last line of complete results.
+    const END: &str = "end";
+    /// Lines of a failed child's standard error shown (its last ones).
+    const STDERR_LINES: usize = 12;
+
+    /// Build and run `program` as `config` (a JIT configuration) in a child process;
+    /// `dir` is a scratch directory of its own. A child killed by a signal or exiting
+    /// with an error is an error naming the signal, the call it was in, and the last
+    /// lines of its standard error. `fault` plants a crash in the child.
+    pub fn run_in_child(
+        program: &Program,
+        config: Config,
+        dir: &Path,
+        fault: Option<Fault>,
+    ) -> Result<Results, String> {
+        assert_eq!(config.output, Output::Jit, "{config:?} is not a JIT build");
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        for stale in [RESULTS, ERROR] {
+            let _ = std::fs::remove_file(dir.join(stale));
+        }
+        std::fs::write(dir.join(JOB), write_job(program, config, fault))
+            .map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let out = Command::new(&exe)
+            .args([child_test_name().as_str(), "--exact", "--ignored"])
+            .args(["--nocapture", "--test-threads=1", "-q"])
+            .env(CHILD_DIR, dir)
+            .output()
+            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        let results = std::fs::read_to_string(dir.join(RESULTS)).ok();
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = stderr.lines().collect();
+            let tail = match lines.len() {
+                0 => "its standard error is empty".to_string(),
+                n => format!(
+                    "the last lines of its standard error:\n    {}",
+                    lines[n.saturating_sub(STDERR_LINES)..].join("\n    ")
+                ),
+            };
+            let how = match signal(&out.status) {
+                Some(n) => format!("killed by signal {n} ({})", signal_name(n)),
+                None => format!("exited with {}", out.status),
+            };
+            // Each result line is one call that returned: the child was in the next.
+            let place = match &results {
+                None => "before its first call (while building)".to_string(),
+                Some(text) => {
+                    let done = text.lines().count();
+                    match program.inputs.get(done) {
+                        Some(&(e, ..)) => format!(
+                            "in call {done}, of {} ({done} calls returned)",
+                            program.entries[e].name
+                        ),
+                        None => format!("after its {done} calls"),
+                    }
+                }
+            };
+            return Err(format!("JIT child {how} {place}; {tail}"));
+        }
+        if let Ok(error) = std::fs::read_to_string(dir.join(ERROR)) {
+            return Err(error);
+        }
+        let Some(text) = results else {
+            return Err(format!(
+                "the JIT child wrote no results (is {} a test of {}?)",
+                child_test_name(),
+                exe.display()
+            ));
+        };
+        match text.strip_suffix(&format!("{END}\n")) {
+            Some(lines) => parse_results(lines),
+            None => Err("the JIT child's results end early".to_string()),
+        }
+    }
+
+    /// The child's test name as the test binary knows it: this module's path without the
+    /// crate's name (`differential_exec::jit::child`).
+    fn child_test_name() -> String {
+        let path = module_path!();
+        let path = path.split_once("::").map_or(path, |(_, p)| p);
+        format!("{path}::child")
+    }
+
+    #[cfg(unix)]
+    fn signal(status: &std::process::ExitStatus) -> Option<i32> {
+        std::os::unix::process::ExitStatusExt::signal(status)
+    }
+
+    #[cfg(not(unix))]
+    fn signal(_: &std::process::ExitStatus) -> Option<i32> {
+        None
+    }
+
+    /// The usual name of signal `n`, for what a crashed child shows.
+    fn signal_name(n: i32) -> &'static str {
+        match n {
+            4 => "SIGILL",
+            5 => "SIGTRAP",
+            6 => "SIGABRT",
+            7 if cfg!(target_os = "linux") => "SIGBUS",
+            8 => "SIGFPE",
+            9 => "SIGKILL",
+            11 => "SIGSEGV",
+            _ => "another signal",
+        }
+    }
+
+    /// The job file: `mode`, `similar`, `fault` (when planted), `setting NAME=VALUE`,
+    /// `linkage GLOB LINKAGE`, `entry NAME FLAGS` and `input ENTRY A B` lines (an
+    /// argument `iVALUE` or `@ENTRY`, an entry's address) in the program's order, then
+    /// `clif` and the module's text.
+    fn write_job(program: &Program, config: Config, fault: Option<Fault>) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "mode {}", config.mode.flag());
+        let _ = writeln!(s, "similar {}", config.similar);
+        if let Some(fault) = fault {
+            let _ = writeln!(s, "fault {}", fault.call);
+        }
+        for setting in &program.settings {
+            let _ = writeln!(s, "setting {setting}");
+        }
+        for (glob, linkage) in &program.linkages {
+            let _ = writeln!(s, "linkage {glob} {linkage}");
+        }
+        for e in &program.entries {
+            let _ = writeln!(s, "entry {} {}", e.name, e.flags);
+        }
+        let arg = |a: Arg| match a {
+            Arg::Int(v) => format!("i{v}"),
+            Arg::Address(i) => format!("@{i}"),
+        };
+        for &(e, a, b) in &program.inputs {
+            let _ = writeln!(s, "input {e} {} {}", arg(a), arg(b));
+        }
+        s.push_str("clif\n");
+        s.push_str(&program.clif);
+        s
+    }
+
+    /// The program, configuration and fault of a job file ([`write_job`]).
+    fn read_job(text: &str) -> (Program, Config, Option<Fault>) {
+        let mut program = program_from_fixture("");
+        let mut config = Config {
+            arch: if cfg!(target_arch = "aarch64") {
+                Arch::Aarch64
+            } else {
+                Arch::X86_64
+            },
+            output: Output::Jit,
+            mode: Mode::Disabled,
+            similar: false,
+        };
+        let mut fault = None;
+        let (head, clif) = text
+            .split_once("\nclif\n")
+            .expect("a job ends in its module");
+        program.clif = clif.to_string();
+        let arg = |s: &str| match s.strip_prefix('@') {
+            Some(i) => Arg::Address(i.parse().unwrap()),
+            None => Arg::Int(s.strip_prefix('i').unwrap().parse().unwrap()),
+        };
+        for line in head.lines() {
+            let words: Vec<&str> = line.split(' ').collect();
+            match words[..] {
+                ["mode", m] => {
+                    config.mode = *Mode::ALL.iter().find(|x| x.flag() == m).unwrap();
+                }
+                ["similar", s] => config.similar = s.parse().unwrap(),
+                ["fault", call] => {
+                    fault = Some(Fault {
+                        call: call.parse().unwrap(),
+                    })
+                }
+                ["setting", s] => program.settings.push(s.to_string()),
+                ["linkage", glob, linkage] => program
+                    .linkages
+                    .push((glob.to_string(), linkage.to_string())),
+                ["entry", name, flags] => program.entries.push(gen::Entry {
+                    name: name.to_string(),
+                    flags: flags.parse().unwrap(),
+                }),
+                ["input", e, a, b] => program.inputs.push((e.parse().unwrap(), arg(a), arg(b))),
+                _ => panic!("bad job line {line:?}"),
+            }
+        }
+        (program, config, fault)
+    }
+
+    /// Not a test: the child process of [`run_in_child`], which starts it with the job's
+    /// directory in `CLIF_MERGE_JIT_CHILD`. It builds and runs the job and writes the
+    /// results; run by hand (`--ignored`), without the variable, it has nothing to do.
+    #[test]
+    #[ignore = "the child process of a JIT build, started by differential_exec::jit::run_in_child"]
+    fn child() {
+        let Some(dir) = std::env::var_os(CHILD_DIR) else {
+            eprintln!("{CHILD_DIR} is not set: not started by run_in_child");
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        // A planted or real crash is expected here now and then: no core file for it.
+        #[cfg(unix)]
+        unsafe {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+        }
+        let job = std::fs::read_to_string(dir.join(JOB)).unwrap();
+        let (program, config, fault) = read_job(&job);
+        let address = match build(&program, config) {
+            Ok(address) => address,
+            Err(e) => return std::fs::write(dir.join(ERROR), e).unwrap(),
+        };
+        // Created once built, written straight through, a line per call: after a crash,
+        // the lines say which calls returned (and no file, that none was made).
+        let mut file = std::fs::File::create(dir.join(RESULTS)).unwrap();
+        let mut record = |line: &str| file.write_all(format!("{line}\n").as_bytes()).unwrap();
+        call_all(&program, &address, fault, &mut record);
+        record(END);
     }
 }
 
