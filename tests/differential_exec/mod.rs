@@ -4,9 +4,10 @@
 //! Configurations: an object written by the `clif-merge` command line, with PIC (linked
 //! into a shared library that a C harness calls) and without (linked into a non-PIE
 //! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
-//! cross toolchain); and cranelift-jit through the backend plugin (host only, in a child
-//! process of the test binary, [`jit`], so that JIT code that crashes fails its
-//! configuration instead of ending the test process). Each is
+//! cross toolchain); and cranelift-jit through the backend plugin, on the host in a child
+//! process of the test binary ([`jit`], so that JIT code that crashes fails its
+//! configuration instead of ending the test process) and for aarch64 on another host as
+//! an image run under qemu ([`jit_image`]). Each is
 //! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
 //! without `--merge-similar`; the reference is `disabled` without merge-similar, which
 //! defines every function as written.
@@ -19,6 +20,7 @@
 //! may equal more names than before, and results that compare addresses are not compared.
 
 pub mod gen;
+pub mod jit_image;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,10 +43,18 @@ impl Arch {
             Arch::Aarch64 => "aarch64-unknown-linux-gnu",
         }
     }
-    fn cc(self) -> &'static str {
+    pub fn cc(self) -> &'static str {
         match self {
             Arch::X86_64 => "cc",
             Arch::Aarch64 => "aarch64-linux-gnu-gcc",
+        }
+    }
+    /// Whether this machine runs the architecture's code natively (and cranelift-jit's
+    /// code in this process).
+    pub fn is_host(self) -> bool {
+        match self {
+            Arch::X86_64 => cfg!(all(target_arch = "x86_64", target_os = "linux")),
+            Arch::Aarch64 => cfg!(all(target_arch = "aarch64", target_os = "linux")),
         }
     }
     /// Whether this machine can link and run code for the architecture; a one-line
@@ -85,7 +95,8 @@ pub enum Output {
     SharedLibrary,
     /// An object without PIC, linked into a non-PIE executable.
     Executable,
-    /// cranelift-jit through the plugin (no PIC), in this process.
+    /// cranelift-jit through the plugin (no PIC): on the host in a child process of the test
+    /// binary, for aarch64 elsewhere as an image under qemu.
     Jit,
 }
 
@@ -137,7 +148,8 @@ pub type Results = BTreeMap<(usize, usize), (String, u64)>;
 /// Run `program` built as `config`; `dir` is a scratch directory of its own.
 pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
     match config.output {
-        Output::Jit => jit::run_in_child(program, config, dir, None),
+        Output::Jit if config.arch.is_host() => jit::run_in_child(program, config, dir, None),
+        Output::Jit => jit_image::run(program, config, dir),
         Output::SharedLibrary | Output::Executable => run_object(program, config, dir),
     }
 }
@@ -234,7 +246,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
     let harness = dir.join("harness.c");
-    std::fs::write(&harness, c_harness(program)).map_err(|e| e.to_string())?;
+    std::fs::write(&harness, c_harness(program, &Entries::Linked)).map_err(|e| e.to_string())?;
     let exe = dir.join("run");
     let cc = config.arch.cc();
     match config.output {
@@ -294,18 +306,49 @@ fn parse_results(stdout: &str) -> Result<Results, String> {
     Ok(results)
 }
 
+/// Where the harness finds the entries it calls.
+pub enum Entries<'a> {
+    /// Linked with it, by name.
+    Linked,
+    /// In a JIT image ([`jit_image`]) that it loads first: the image file, the address
+    /// it was built at and its length, and each entry's address.
+    Image {
+        path: &'a Path,
+        base: usize,
+        len: usize,
+        addresses: &'a [usize],
+    },
+}
+
 /// A C program that calls every entry on its inputs and prints what it saw.
-fn c_harness(p: &Program) -> String {
+fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
          typedef int64_t (*entry_fn)(int64_t, int64_t, int64_t);\n",
     );
-    for e in &p.entries {
-        let _ = writeln!(s, "extern void {}(void);", e.name);
+    match entries {
+        Entries::Linked => {
+            for e in &p.entries {
+                let _ = writeln!(s, "extern void {}(void);", e.name);
+            }
+            s.push_str("static void load_image(void) {}\n");
+        }
+        Entries::Image {
+            path, base, len, ..
+        } => {
+            s.push_str(&jit_image::loader_c(path, *base, *len));
+        }
     }
     s.push_str("static void (*const SYMS[])(void) = {\n");
-    for e in &p.entries {
-        let _ = writeln!(s, "  {},", e.name);
+    for (i, e) in p.entries.iter().enumerate() {
+        match entries {
+            Entries::Linked => {
+                let _ = writeln!(s, "  {},", e.name);
+            }
+            Entries::Image { addresses, .. } => {
+                let _ = writeln!(s, "  (void (*)(void))0x{:x}ull,", addresses[i]);
+            }
+        }
     }
     s.push_str("};\nstatic const unsigned FLAGS[] = {");
     for e in &p.entries {
@@ -341,6 +384,7 @@ __attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t 
 int main(void) {{
   /* Line by line: a call that crashes is the one after the last line printed. */
   setvbuf(stdout, NULL, _IOLBF, 0);
+  load_image();
   unsigned n = sizeof INPUTS / sizeof INPUTS[0];
   unsigned seen[NSYMS] = {{0}};
   for (unsigned i = 0; i < n; i++) {{
@@ -481,7 +525,24 @@ pub mod jit {
     /// Build `program` as `config` with the plugin, in this process: the address of
     /// every entry. The module's code stays mapped until the process (the child) ends.
     fn build(program: &Program, config: Config) -> Result<Vec<*const u8>, String> {
-        let target = TargetInfo::host();
+        let (module, address) = build_for(program, config, &TargetInfo::host(), |builder| {
+            // The libcalls the fixtures call by name, as an embedder provides them.
+            builder.symbol("ceilf", ceilf as *const u8);
+            builder.symbol("floor", floor as *const u8);
+        })?;
+        std::mem::forget(module);
+        Ok(address)
+    }
+
+    /// Build `program` as `config` with the plugin into a JIT module for `target`, its
+    /// builder set up by `setup` (imports, memory): the finalized module and the address
+    /// of every entry.
+    pub fn build_for(
+        program: &Program,
+        config: Config,
+        target: &TargetInfo,
+        setup: impl FnOnce(&mut JITBuilder),
+    ) -> Result<(JITModule, Vec<*const u8>), String> {
         let mut settings = vec![
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
@@ -490,11 +551,9 @@ pub mod jit {
             let (name, value) = setting.split_once('=').expect("settings are NAME=VALUE");
             settings.push((name.into(), value.into()));
         }
-        let isa = clif_merge::build_isa(&target, &settings).map_err(|e| e.to_string())?;
+        let isa = clif_merge::build_isa(target, &settings).map_err(|e| e.to_string())?;
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-        // The libcalls the fixtures call by name, as an embedder provides them.
-        builder.symbol("ceilf", ceilf as *const u8);
-        builder.symbol("floor", floor as *const u8);
+        setup(&mut builder);
         let mut module = JITModule::new(builder);
         let functions =
             clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
@@ -591,8 +650,7 @@ pub mod jit {
             .iter()
             .map(|e| module.get_finalized_function(ids[&e.name]))
             .collect();
-        std::mem::forget(module);
-        Ok(address)
+        Ok((module, address))
     }
 
     /// Call every entry of `program` (built at `address`) on its inputs; `record` gets
