@@ -9,17 +9,21 @@
 //! merge-similar, after its groups are decided, on the functions left (one representative
 //! per class of equal functions, none already thunked):
 //!
-//! 1. **Partners.** A function no other shares its calling convention, returns and number
-//!    of reachable blocks with could only be declined: it is left out before anything is
-//!    computed for it (on the corpora this leaves the objects byte for byte as they were,
-//!    and alignment merging's instructions fall by 26% on sqlite and 40% on zstd).
-//!    [`super::candidates::find_candidates`] (MinHash and LSH) proposes
-//!    pairs among the others; a pair whose signatures or reachable block counts differ is dropped before
-//!    aligning, and so is a pair whose two thunks (written first: they depend on the
-//!    body's signature alone) take at least the smaller member's estimated bytes, all
-//!    that sharing could save when the body holds at least the larger member (on the
-//!    corpora this bound never dropped a pair that would have paid: re2 154 of 1,226
-//!    pairs built before, sqlite 18 of 1,048, zstd 8 of 124).
+//! 1. **Partners.** Only functions with the same [`PairingKey`] can make a body: the same
+//!    calling convention and returns, as many reachable blocks, and the same parameter
+//!    types block by block after the entry. A function whose key no other has is left out
+//!    before anything is computed for it, and [`super::candidates::candidates_among`]
+//!    (MinHash and LSH) searches partners among the functions of each key apart, so that a
+//!    bucket's window holds no function the pair would be declined for (on the corpora,
+//!    against one search over all of them: from a third to a half fewer instructions on
+//!    sqlite and zstd, a few percent fewer on re2, and 16 kB more saved on zstd, 0.3 kB
+//!    more on re2, 0.5 kB less on sqlite, where other pairs win the greedy choice;
+//!    bench/README.md §10). A pair whose two thunks (written
+//!    first: they depend on the body's signature alone) take at least the smaller member's
+//!    estimated bytes is dropped before aligning: that is all sharing could save when the
+//!    body holds at least the larger member (on the corpora this bound never dropped a
+//!    pair that would have paid: re2 154 of 1,226 pairs built before, sqlite 18 of 1,048,
+//!    zstd 8 of 124).
 //! 2. **Alignment.** Each pair is aligned block by block
 //!    ([`crate::detect::align::align_blocks`]: the k-th block of one walk with the k-th of
 //!    the other, the instructions of each pair of blocks aligned) and built
@@ -43,7 +47,7 @@
 
 pub mod build;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cranelift_codegen::ir::{self, Function, Type};
 use cranelift_codegen::isa::TargetIsa;
@@ -103,7 +107,7 @@ pub fn merge_aligned(
     let mut free = free.to_vec();
     free.sort_unstable();
     free.dedup();
-    let free = with_possible_partners(module, &free);
+    let (free, keys) = with_possible_partners(module, &free);
     // Each function linearised and signed once, for every round.
     let linearised: Vec<Linearised> = free
         .par_iter()
@@ -126,6 +130,7 @@ pub fn merge_aligned(
             linearised: left.iter().map(|&i| &linearised[i]).collect(),
             signatures: left.iter().map(|&i| signatures[i]).collect(),
             sizes: left.iter().map(|&i| sizes[i]).collect(),
+            keys: left.iter().map(|&i| keys[i]).collect(),
         };
         let (found, failed) = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
         failed_verifier += failed;
@@ -139,29 +144,55 @@ pub fn merge_aligned(
     (merged, failed_verifier)
 }
 
+/// What two functions must have in common for [`try_pair`] to build their body: the
+/// calling convention and returns ([`build::body_signature`]), and, block by block in walk
+/// order (the blocks pair so), the parameter types of every block after the entry (the
+/// entry's are the signatures', where one may be a prefix of the other).
+#[derive(PartialEq, Eq, Hash)]
+struct PairingKey {
+    signature: ir::Signature,
+    block_params: Vec<Vec<Type>>,
+}
+
+impl PairingKey {
+    fn of(func: &Function) -> Self {
+        let mut signature = ir::Signature::new(func.signature.call_conv);
+        signature.returns.clone_from(&func.signature.returns);
+        let block_params = CfgWalk::new(func)
+            .skip(1)
+            .map(|b| {
+                func.dfg
+                    .block_params(b)
+                    .iter()
+                    .map(|&v| func.dfg.value_type(v))
+                    .collect()
+            })
+            .collect();
+        Self {
+            signature,
+            block_params,
+        }
+    }
+}
+
 /// The functions of `free` (in index order) that have a possible partner: another with the
-/// same calling convention and returns and as many reachable blocks, without which
-/// [`try_pair`] declines any pair (signatures, block counts). The others are neither
-/// linearised nor weighed.
-fn with_possible_partners(module: &Module, free: &[FuncIndex]) -> Vec<FuncIndex> {
-    let keys: Vec<(ir::Signature, usize)> = free
+/// same [`PairingKey`], without which [`try_pair`] declines any pair of them (signatures,
+/// block counts, blocks that do not pair). The others are neither linearised nor weighed.
+fn with_possible_partners(module: &Module, free: &[FuncIndex]) -> (Vec<FuncIndex>, Vec<u32>) {
+    let keys: Vec<PairingKey> = free
         .par_iter()
-        .map(|&f| {
-            let func = &module.get(f).func;
-            let mut sig = ir::Signature::new(func.signature.call_conv);
-            sig.returns.clone_from(&func.signature.returns);
-            (sig, CfgWalk::new(func).count())
-        })
+        .map(|&f| PairingKey::of(&module.get(f).func))
         .collect();
-    let mut count: HashMap<&(ir::Signature, usize), u32> = HashMap::new();
+    let mut count: HashMap<&PairingKey, (u32, u32)> = HashMap::new();
     for key in &keys {
-        *count.entry(key).or_default() += 1;
+        let next = count.len() as u32;
+        count.entry(key).or_insert((next, 0)).1 += 1;
     }
     free.iter()
         .zip(&keys)
-        .filter(|(_, key)| count[key] > 1)
-        .map(|(&f, _)| f)
-        .collect()
+        .filter(|(_, key)| count[key].1 > 1)
+        .map(|(&f, key)| (f, count[key].0))
+        .unzip()
 }
 
 /// Two functions to merge by alignment: the left (lower index) and the right, their
@@ -325,6 +356,8 @@ struct Round<'l> {
     linearised: Vec<&'l Linearised>,
     signatures: Vec<Option<Signature>>,
     sizes: Vec<u64>,
+    /// Each member's [`PairingKey`], numbered: partners are searched among equal keys.
+    keys: Vec<u32>,
 }
 
 /// One search: the best pairs among the round's members, skipping pairs already `tried`
@@ -338,11 +371,21 @@ fn one_round(
     thunk: &ThunkWriter<'_>,
     tried: &mut HashSet<(FuncIndex, FuncIndex)>,
 ) -> (Vec<MergedPair>, usize) {
-    let mut pairs = candidates_among(
-        &round.members,
-        &round.signatures,
-        &CandidateOptions::default(),
-    );
+    let mut by_key: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, &key) in round.keys.iter().enumerate() {
+        by_key.entry(key).or_default().push(i);
+    }
+    let mut pairs: Vec<_> = by_key
+        .values()
+        .filter(|at| at.len() > 1)
+        .flat_map(|at| {
+            let members: Vec<FuncIndex> = at.iter().map(|&i| round.members[i]).collect();
+            let signatures: Vec<Option<Signature>> =
+                at.iter().map(|&i| round.signatures[i]).collect();
+            candidates_among(&members, &signatures, &CandidateOptions::default())
+        })
+        .collect();
+    pairs.sort_by_key(|p| (p.left, p.right));
     pairs.retain(|p| tried.insert((p.left, p.right)));
     let position = |f: FuncIndex| {
         round
