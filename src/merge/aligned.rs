@@ -48,6 +48,7 @@
 pub mod build;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::OnceLock;
 
 use cranelift_codegen::ir::{self, Function, Type};
 use cranelift_codegen::isa::TargetIsa;
@@ -114,11 +115,10 @@ pub fn merge_aligned(
         .map(|&f| linearise(&module.get(f).func, target))
         .collect();
     let signatures: Vec<Option<Signature>> = linearised.par_iter().map(signature_of).collect();
-    // Each function's size estimated once: a function is in several candidate pairs.
-    let sizes: Vec<u64> = free
-        .par_iter()
-        .map(|&f| isa.text_size(&module.get(f).func))
-        .collect();
+    // Each function's size estimated once, when it is first in a candidate pair (a function
+    // may be in several; most are in none).
+    let sizes: Vec<OnceLock<u64>> = free.iter().map(|_| OnceLock::new()).collect();
+    let size_of = |i: usize| *sizes[i].get_or_init(|| isa.text_size(&module.get(free[i]).func));
     let mut merged = Vec::new();
     let mut failed_verifier = 0;
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
@@ -129,7 +129,7 @@ pub fn merge_aligned(
             members: left.iter().map(|&i| free[i]).collect(),
             linearised: left.iter().map(|&i| &linearised[i]).collect(),
             signatures: left.iter().map(|&i| signatures[i]).collect(),
-            sizes: left.iter().map(|&i| sizes[i]).collect(),
+            size_of: &|at: usize| size_of(left[at]),
             keys: left.iter().map(|&i| keys[i]).collect(),
         };
         let (found, failed) = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
@@ -355,7 +355,8 @@ struct Round<'l> {
     members: Vec<FuncIndex>,
     linearised: Vec<&'l Linearised>,
     signatures: Vec<Option<Signature>>,
-    sizes: Vec<u64>,
+    /// The estimated `.text` bytes of the member at a position.
+    size_of: &'l (dyn Fn(usize) -> u64 + Sync),
     /// Each member's [`PairingKey`], numbered: partners are searched among equal keys.
     keys: Vec<u32>,
 }
@@ -400,7 +401,7 @@ fn one_round(
             let pair = PairToTry {
                 members: [p.left, p.right],
                 linearised: [round.linearised[at_left], round.linearised[at_right]],
-                member_bytes: [round.sizes[at_left], round.sizes[at_right]],
+                member_bytes: [(round.size_of)(at_left), (round.size_of)(at_right)],
             };
             try_pair(module, target, isa, &pair, cost_model, thunk).ok()
         })
