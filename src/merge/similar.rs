@@ -617,6 +617,7 @@ pub fn merge_similar_keeping_replaced(
 
     // The new module: thunks in place of members, shared bodies appended in group order.
     let mut bodies: Vec<Function> = Vec::with_capacity(finished.len());
+    replaced.reserve(finished.iter().map(|(_, _, thunks)| thunks.len()).sum());
     for (group, body, thunks) in finished {
         for (m, thunk) in thunks {
             replaced.push((m, std::mem::replace(&mut module.get_mut(m).func, thunk)));

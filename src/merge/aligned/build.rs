@@ -659,15 +659,13 @@ impl<'a> Builder<'a> {
             self.handlers.push((new, side));
         }
         self.body.layout.append_inst(new, block);
-        let (old, new_results) = (
-            func.dfg.inst_results(inst).to_vec(),
-            self.body.dfg.inst_results(new).to_vec(),
-        );
+        let (old, new_results) = (func.dfg.inst_results(inst), self.body.dfg.inst_results(new));
         if old.len() != new_results.len() {
             self.failed = true;
         }
-        for (o, n) in old.into_iter().zip(new_results) {
-            self.imported(side).values[o] = n.into();
+        let values = &mut self.imported[side as usize].values;
+        for (&o, &n) in old.iter().zip(new_results) {
+            values[o] = n.into();
         }
         new
     }
@@ -889,12 +887,11 @@ impl<'a> Builder<'a> {
                 Value::from_u32(0)
             })
         });
-        let new: Vec<Value> = self.body.dfg.inst_results(inst).to_vec();
-        let old: Vec<Value> = rf.dfg.inst_results(r).to_vec();
+        let (new, old) = (self.body.dfg.inst_results(inst), rf.dfg.inst_results(r));
         if new.len() != old.len() {
             return None;
         }
-        for (o, n) in old.into_iter().zip(new) {
+        for (&o, &n) in old.iter().zip(new) {
             self.imported[1].values[o] = n.into();
         }
         Some(())
