@@ -5,10 +5,11 @@
 //! in a child process: a build whose code crashes is a failure naming the signal; for
 //! aarch64 on another host as an image under qemu) — with
 //! `--merge-functions disabled|trampolines|aliases`, each with and without
-//! `--merge-similar`. Every entry must return the same results on the same inputs, write
-//! the same memory, see the same return address and frame, and return addresses of the
-//! same functions. Odd seeds build with `opt_level=speed` (where alias regions and memory
-//! flags are taken at their word), even seeds without optimization.
+//! `--merge-similar` (under which, when the mode merges, every constant-swap family of the
+//! generator must become one shared body with holes). Every entry must return the same results on the same
+//! inputs, write the same memory, see the same return address and frame, and return
+//! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
+//! regions and memory flags are taken at their word), even seeds without optimization.
 //!
 //! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
 //! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored
@@ -80,6 +81,9 @@ struct Tally {
     tail_probes: AtomicUsize,
     /// Entries that return a `system_v` helper's result ([`gen::Program::system_v_probes`]).
     system_v_probes: AtomicUsize,
+    /// Helper families whose members permute their constants
+    /// ([`gen::Program::constant_swap_families`]).
+    constant_swap_families: AtomicUsize,
     builds: AtomicUsize,
     calls: AtomicUsize,
     failures: Mutex<Vec<String>>,
@@ -164,6 +168,9 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
     tally
         .system_v_probes
         .fetch_add(program.system_v_probes, Ordering::Relaxed);
+    tally
+        .constant_swap_families
+        .fetch_add(program.constant_swap_families.len(), Ordering::Relaxed);
 }
 
 fn report(tally: &Tally) -> String {
@@ -182,10 +189,11 @@ fn report(tally: &Tally) -> String {
         }
     };
     format!(
-        "{} programs, {} functions, {} family pairs{near_twins}, {} tail probes, {} system_v probes, {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} constant-swap families, {} tail probes, {} system_v probes, {} builds, {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
+        tally.constant_swap_families.load(Ordering::Relaxed),
         tally.tail_probes.load(Ordering::Relaxed),
         tally.system_v_probes.load(Ordering::Relaxed),
         tally.builds.load(Ordering::Relaxed),
@@ -201,6 +209,7 @@ const SHAPE: Shape = Shape {
     frame_readers: true,
     twin_helper_families: 3,
     twin_entry_families: 5,
+    constant_swap_families: 4,
 };
 
 #[test]
@@ -240,6 +249,13 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
     assert!(
         tally.system_v_probes.load(Ordering::Relaxed) >= 80,
         "too few system_v probes: {}",
+        report(&tally)
+    );
+    // Helper families whose members permute their constants, each (the harness checks)
+    // one body with holes under merge-similar, probed like every helper.
+    assert!(
+        tally.constant_swap_families.load(Ordering::Relaxed) >= 30,
+        "too few constant-swap families: {}",
         report(&tally)
     );
     let failures = tally.failures.into_inner().unwrap();
@@ -403,6 +419,7 @@ fn long_mode() {
         frame_readers: true,
         twin_helper_families: 4,
         twin_entry_families: 12,
+        constant_swap_families: 6,
     };
     let archs = architectures();
     let tally = Tally::default();

@@ -619,6 +619,7 @@ fn generated(seed: u64) -> String {
             frame_readers: seed % 8 == 3,
             twin_helper_families: 1,
             twin_entry_families: 1,
+            constant_swap_families: 1,
         };
         return differential_exec::gen::program(seed, shape).clif;
     }

@@ -19,6 +19,17 @@
 //! division. [`Program::near_twin_pairs`] counts the pairs of members that differ by an
 //! edit, [`Program::edits`] the members each kind changed.
 //!
+//! Then *constant-swap* families of helpers, from an RNG of their own: members that are
+//! one template with its three integer constants permuted, every member another
+//! permutation, so that any two differ in at least two constants. Each constant reaches the
+//! result in its own way (`((a * c0) + c1) ^ (b * c2)`, added to a chain of operations all
+//! members share, which makes a shared body pay), so merge-similar gives the family one
+//! body with a parameter per constant, and a thunk that passed its constants in another
+//! order, or a body that read its parameters in another order, would compute what another
+//! member (or none) computes. Other families rarely give a group two constant holes whose
+//! exchange changes a printed result. [`Program::constant_swap_families`] names their
+//! members, and the harness requires each family to become one body with holes.
+//!
 //! Last come the *probes*, again from RNGs of their own: one entry per member of every
 //! helper family, which calls it on the entry's first two arguments (narrowed to its
 //! parameter types) and returns its result (widened to i64). Helpers are otherwise
@@ -105,6 +116,9 @@ pub struct Program {
     /// Entries that call one `system_v` helper and return its result (one per member of
     /// every other helper family), after the tail probes.
     pub system_v_probes: usize,
+    /// The members of every constant-swap family (helpers that differ only by a
+    /// permutation of their constants), which merge-similar must give one body with holes.
+    pub constant_swap_families: Vec<Vec<String>>,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -1445,6 +1459,104 @@ fn helper(
     w.text(&sig.text(), "")
 }
 
+/// A member of a constant-swap family: `ops` operations on its two parameters that every
+/// member shares (the template's, from `seed`), then `((a * c0) + c1) ^ (b * c2)` of its
+/// parameters and `constants`, added to the shared chain's last value.
+fn constant_swap_helper(
+    seed: u64,
+    name: &str,
+    sig: HelperSig,
+    constants: [i64; 3],
+    ops: usize,
+) -> String {
+    let mut w = Writer::new(seed, Variant::SAME, name, &[], 0);
+    let (pa, pb) = (w.value(), w.value());
+    let b0 = w.block();
+    let [ta, tb] = sig.params();
+    w.start_block(b0, &[(pa, ta), (pb, tb)]);
+    let a = w.convert_to_i64(pa, ta);
+    let b = w.convert_to_i64(pb, tb);
+    let mut pool = vec![a, b];
+    for _ in 0..ops {
+        let v = w.op(&pool, None, false);
+        pool.push(v);
+    }
+    let shared = *pool.last().unwrap();
+    let [c0, c1, c2] = constants.map(|c| w.iconst("i64", c));
+    let (ac0, plus, bc2, mixed, result) = (w.value(), w.value(), w.value(), w.value(), w.value());
+    let lines = [
+        format!("{} = imul {}, {}", w.v(ac0), w.v(a), w.v(c0)),
+        format!("{} = iadd {}, {}", w.v(plus), w.v(ac0), w.v(c1)),
+        format!("{} = imul {}, {}", w.v(bc2), w.v(b), w.v(c2)),
+        format!("{} = bxor {}, {}", w.v(mixed), w.v(plus), w.v(bc2)),
+        format!("{} = iadd {}, {}", w.v(result), w.v(mixed), w.v(shared)),
+    ];
+    for l in lines {
+        w.line(&l);
+    }
+    let back = w.convert_from_i64(result, sig.ret());
+    let line = format!("return {}", w.v(back));
+    w.line(&line);
+    w.text(&sig.text(), "")
+}
+
+/// Constant-swap helper family number `f` of signature `sig`, its members added to
+/// `module`: two to four, the first the template with constants `c0, c1, c2` (distinct, 3
+/// to 252), each other member another permutation of them.
+fn constant_swap_family(
+    rng: &mut Rng,
+    f: usize,
+    sig: HelperSig,
+    module: &mut ModuleText,
+) -> HelperFamily {
+    // Not preemptible: merge-similar leaves those to their definitions.
+    let linkage = rng.pick(&["l", "d", "x"]);
+    let template_seed = rng.next_u64();
+    let ops = 6 + rng.below(6);
+    let mut constants = [0i64; 3];
+    for k in 0..3 {
+        constants[k] = loop {
+            let c = 3 + rng.below(250) as i64;
+            if !constants[..k].contains(&c) {
+                break c;
+            }
+        };
+    }
+    const PERMUTATIONS: [[usize; 3]; 6] = [
+        [0, 1, 2],
+        [1, 0, 2],
+        [0, 2, 1],
+        [2, 1, 0],
+        [1, 2, 0],
+        [2, 0, 1],
+    ];
+    let n = 2 + rng.below(3);
+    let mut orders = vec![PERMUTATIONS[0]];
+    while orders.len() < n {
+        let p = rng.pick(&PERMUTATIONS[1..]);
+        if !orders.contains(&p) {
+            orders.push(p);
+        }
+    }
+    let names: Vec<String> = (0..n).map(|m| format!("h{linkage}{f}_{m}")).collect();
+    let members: Vec<_> = orders
+        .iter()
+        .zip(&names)
+        .map(|(order, name)| {
+            let text =
+                constant_swap_helper(template_seed, name, sig, order.map(|i| constants[i]), ops);
+            (text, [false; Edit::ALL.len()])
+        })
+        .collect();
+    module.family(&members);
+    module.constant_swap_families.push(names.clone());
+    HelperFamily {
+        names,
+        sig,
+        level: 0,
+    }
+}
+
 /// The variants of a family of `n` members: the first is the template; the others are
 /// copies (some renumbered or re-laid-out) or differ in one site.
 fn variants(rng: &mut Rng, n: usize, counts: [usize; 9]) -> Vec<Variant> {
@@ -1527,6 +1639,9 @@ pub struct Shape {
     /// seed gave without them, with these families added.
     pub twin_helper_families: usize,
     pub twin_entry_families: usize,
+    /// Constant-swap families of helpers (members that permute the template's constants),
+    /// written after the near-twins from an RNG of their own.
+    pub constant_swap_families: usize,
 }
 
 /// A module being written.
@@ -1537,6 +1652,7 @@ struct ModuleText {
     family_pairs: usize,
     near_twin_pairs: usize,
     edits: [usize; Edit::ALL.len()],
+    constant_swap_families: Vec<Vec<String>>,
 }
 
 impl ModuleText {
@@ -1792,6 +1908,17 @@ fn probe_inputs(
     inputs
 }
 
+/// What families [`Families::add`] writes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Members that are copies of the template or differ from it in one site.
+    Regular,
+    /// Members with structural edits ([`Edit`]).
+    NearTwin,
+    /// Helpers whose members permute the template's constants (no entry families).
+    ConstantSwap,
+}
+
 /// The helper and entry families of a module as they are added, with the entries' inputs.
 #[derive(Default)]
 struct Families {
@@ -1806,21 +1933,38 @@ struct Families {
 }
 
 impl Families {
-    /// `helpers` helper families, level by level, then `entries` entry families (near-twins
-    /// when `twin`), numbered after those added before, all drawn from `rng`; then their
+    /// `helpers` helper families of `kind`, level by level, then `entries` entry families
+    /// of `kind`, numbered after those added before, all drawn from `rng`; then their
     /// entries' inputs.
     fn add(
         &mut self,
         rng: &mut Rng,
         shape: Shape,
-        twin: bool,
+        kind: Kind,
         (helpers, entries): (usize, usize),
         module: &mut ModuleText,
     ) {
+        let twin = kind == Kind::NearTwin;
+        assert!(
+            kind != Kind::ConstantSwap || entries == 0,
+            "constant-swap families are helpers"
+        );
+        // Constant-swap families take the signatures in turn, from one drawn: a `tail`
+        // family among any five.
+        let first_sig = match kind {
+            Kind::ConstantSwap => rng.below(HelperSig::ALL.len()),
+            _ => 0,
+        };
         for k in 0..helpers {
             let f = self.helpers.len();
             let level = k * 3 / helpers.max(1);
-            let family = helper_family(rng, f, level, shape, twin, &self.helpers, module);
+            let family = match kind {
+                Kind::ConstantSwap => {
+                    let sig = HelperSig::ALL[(first_sig + k) % HelperSig::ALL.len()];
+                    constant_swap_family(rng, f, sig, module)
+                }
+                _ => helper_family(rng, f, level, shape, twin, &self.helpers, module),
+            };
             self.helpers.push(family);
         }
         let families: Vec<_> = (0..entries)
@@ -1855,7 +1999,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     built.add(
         &mut rng_for(seed),
         shape,
-        false,
+        Kind::Regular,
         (shape.helper_families, shape.entry_families),
         &mut module,
     );
@@ -1863,8 +2007,16 @@ pub fn program(seed: u64, shape: Shape) -> Program {
     built.add(
         &mut rng_for(rng::mix(seed, 0x7717_4A11_6E5D)),
         shape,
-        true,
+        Kind::NearTwin,
         (shape.twin_helper_families, shape.twin_entry_families),
+        &mut module,
+    );
+    // Constant-swap families, from an RNG of their own, numbered after those.
+    built.add(
+        &mut rng_for(rng::mix(seed, 0xC05A_A9F1_71E5)),
+        shape,
+        Kind::ConstantSwap,
+        (shape.constant_swap_families, 0),
         &mut module,
     );
     let Families {
@@ -1912,6 +2064,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         edits: module.edits,
         tail_probes,
         system_v_probes,
+        constant_swap_families: module.constant_swap_families,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),

@@ -229,6 +229,33 @@ fn no_body_failed_the_verifier(
     }
 }
 
+/// Under merge-similar, every constant-swap family of `program` must be one group with a
+/// shared body taking its constants: otherwise nothing would see a thunk that passes them
+/// in another order. `name` spells a function's name as the report does.
+fn constant_swaps_share_a_body(
+    program: &Program,
+    config: Config,
+    similar: Option<&clif_merge::merge::similar::SimilarReport>,
+    name: impl Fn(&str) -> String,
+) -> Result<(), String> {
+    // `--merge-functions disabled` merges nothing, by merge-similar neither.
+    if !config.similar || config.mode == Mode::Disabled {
+        return Ok(());
+    }
+    let groups = similar.map_or(&[][..], |r| &r.groups[..]);
+    for family in &program.constant_swap_families {
+        let shared = groups.iter().any(|g| {
+            !g.aligned && g.holes >= 2 && family.iter().all(|m| g.members.contains(&name(m)))
+        });
+        if !shared {
+            return Err(format!(
+                "constant-swap family {family:?} is not one body with holes under merge-similar"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let input = dir.join("gen.clif");
@@ -245,6 +272,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
+    constant_swaps_share_a_body(program, config, report.similar.as_ref(), |n| {
+        format!("%{n}")
+    })?;
     let harness = dir.join("harness.c");
     std::fs::write(&harness, c_harness(program, &Entries::Linked)).map_err(|e| e.to_string())?;
     let exe = dir.join("run");
@@ -643,6 +673,10 @@ pub mod jit {
                 .define_in_jit(&mut module)
                 .map_err(|e| e.to_string())?;
             no_body_failed_the_verifier(merged.similar.as_ref())?;
+            // The plugin names functions by their ids (`u0:ID`).
+            constant_swaps_share_a_body(program, config, merged.similar.as_ref(), |n| {
+                UserFuncName::user(0, ids[n].as_u32()).to_string()
+            })?;
         }
         module.finalize_definitions().map_err(|e| e.to_string())?;
         let address: Vec<*const u8> = program
@@ -817,9 +851,10 @@ pub mod jit {
     }
 
     /// The job file: `mode`, `similar`, `fault` (when planted), `setting NAME=VALUE`,
-    /// `linkage GLOB LINKAGE`, `entry NAME FLAGS` and `input ENTRY A B` lines (an
-    /// argument `iVALUE` or `@ENTRY`, an entry's address) in the program's order, then
-    /// `clif` and the module's text.
+    /// `linkage GLOB LINKAGE`, `entry NAME FLAGS`, `swaps NAME...` (the members of a
+    /// constant-swap family) and `input ENTRY A B` lines (an argument `iVALUE` or
+    /// `@ENTRY`, an entry's address) in the program's order, then `clif` and the
+    /// module's text.
     fn write_job(program: &Program, config: Config, fault: Option<Fault>) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "mode {}", config.mode.flag());
@@ -835,6 +870,9 @@ pub mod jit {
         }
         for e in &program.entries {
             let _ = writeln!(s, "entry {} {}", e.name, e.flags);
+        }
+        for family in &program.constant_swap_families {
+            let _ = writeln!(s, "swaps {}", family.join(" "));
         }
         let arg = |a: Arg| match a {
             Arg::Int(v) => format!("i{v}"),
@@ -890,6 +928,9 @@ pub mod jit {
                     name: name.to_string(),
                     flags: flags.parse().unwrap(),
                 }),
+                ["swaps", ..] => program
+                    .constant_swap_families
+                    .push(words[1..].iter().map(|w| w.to_string()).collect()),
                 ["input", e, a, b] => program.inputs.push((e.parse().unwrap(), arg(a), arg(b))),
                 _ => panic!("bad job line {line:?}"),
             }
@@ -990,6 +1031,7 @@ pub fn program_from_fixture(text: &str) -> Program {
         edits: Default::default(),
         tail_probes: 0,
         system_v_probes: 0,
+        constant_swap_families: Vec::new(),
         linkages,
         settings,
     }
