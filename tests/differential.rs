@@ -376,11 +376,15 @@ fn a_wrong_merge_is_reported() {
 /// call, while the same build without the planted crash runs.
 #[test]
 fn a_crashing_jit_build_is_a_failure_not_the_end() {
-    let host = architectures()
+    let Some(host) = architectures()
         .into_iter()
         .flat_map(configurations)
         .find(|c| c.output == Output::Jit && c.mode == Mode::Trampolines && c.similar)
-        .expect("no JIT configuration on this machine");
+    else {
+        // As every configuration this machine cannot run, with a notice.
+        eprintln!("differential: skipping the JIT crash test: no JIT configuration here");
+        return;
+    };
     let program = gen::program(3, SHAPE);
     let scratch = tempfile::tempdir().unwrap();
     let fault = jit::Fault { call: 5 };
