@@ -404,6 +404,23 @@ fn a_crashing_jit_build_is_a_failure_not_the_end() {
     assert_eq!(results.len(), program.inputs.len());
 }
 
+/// Code that never returns (a merge fault can make a loop) is killed and reported, and
+/// the test goes on: every run of generated code is under a timeout.
+#[test]
+fn a_run_that_does_not_return_is_killed_and_reported() {
+    let started = std::time::Instant::now();
+    let error = differential_exec::command(differential_exec::timed_for("sleep", "1").arg("60"))
+        .expect_err("sleep 60 under a 1 s timeout returned");
+    assert!(
+        error.contains("killed by the timeout: it did not return"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "the timeout did not kill it"
+    );
+}
+
 #[test]
 #[ignore = "long mode: CLIF_MERGE_DIFF_PAIRS=1000000 ... -- --ignored --nocapture"]
 fn long_mode() {

@@ -70,7 +70,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             .arg("-lm"),
     )?;
     let stdout = command(
-        Command::new("qemu-aarch64")
+        super::timed("qemu-aarch64")
             .args(["-L", "/usr/aarch64-linux-gnu"])
             .arg(&exe),
     )?;

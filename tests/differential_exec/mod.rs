@@ -7,7 +7,9 @@
 //! cross toolchain); and cranelift-jit through the backend plugin, on the host in a child
 //! process of the test binary ([`jit`], so that JIT code that crashes fails its
 //! configuration instead of ending the test process) and for aarch64 on another host as
-//! an image run under qemu ([`jit_image`]). Each is
+//! an image run under qemu ([`jit_image`]); every run of generated code is under a timeout
+//! (120 s, `CLIF_MERGE_DIFF_TIMEOUT`), so code a merge fault makes loop forever fails its
+//! configuration instead of hanging the test. Each is
 //! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
 //! without `--merge-similar`; the reference is `disabled` without merge-similar, which
 //! defines every function as written.
@@ -154,7 +156,37 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     }
 }
 
-fn command(cmd: &mut Command) -> Result<String, String> {
+/// Generated code that never returns (a merge fault can make a loop of it) must not hang
+/// the test: every run of it is killed after this many seconds (`CLIF_MERGE_DIFF_TIMEOUT`
+/// sets another).
+fn run_timeout() -> String {
+    std::env::var("CLIF_MERGE_DIFF_TIMEOUT").unwrap_or_else(|_| "120".into())
+}
+
+/// A command that runs `program` (generated code, or what runs it) under coreutils'
+/// `timeout`, which stops it after [`run_timeout`] seconds (SIGTERM, then SIGKILL 10 s
+/// later) and then exits with 124 (a program that dies of a signal, timeout dies of the
+/// same).
+pub fn timed(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    timed_for(program, &run_timeout())
+}
+
+/// [`timed`], killed after `seconds`.
+pub fn timed_for(program: impl AsRef<std::ffi::OsStr>, seconds: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "10", seconds]).arg(program);
+    cmd
+}
+
+/// How a process of [`timed`] ended, in words, when it did not succeed.
+pub fn ended(status: &std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(124) => "killed by the timeout: it did not return".to_string(),
+        _ => status.to_string(),
+    }
+}
+
+pub fn command(cmd: &mut Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
     if !out.status.success() {
         // A crashed program printed every entry before the one that crashed: its last
@@ -168,7 +200,7 @@ fn command(cmd: &mut Command) -> Result<String, String> {
         };
         return Err(format!(
             "{cmd:?} failed ({}):\n{cut}{}\n{}",
-            out.status,
+            ended(&out.status),
             lines[lines.len() - shown..].join("\n"),
             String::from_utf8_lossy(&out.stderr)
         ));
@@ -312,9 +344,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         Output::Jit => unreachable!(),
     }
     let stdout = match config.arch {
-        Arch::X86_64 => command(&mut Command::new(&exe))?,
+        Arch::X86_64 => command(&mut timed(&exe))?,
         Arch::Aarch64 => command(
-            Command::new("qemu-aarch64")
+            timed("qemu-aarch64")
                 .args(["-L", "/usr/aarch64-linux-gnu"])
                 .arg(&exe),
         )?,
@@ -765,7 +797,7 @@ pub mod jit {
         std::fs::write(dir.join(JOB), write_job(program, config, fault))
             .map_err(|e| e.to_string())?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let out = Command::new(&exe)
+        let out = timed(&exe)
             .args([child_test_name().as_str(), "--exact", "--ignored"])
             .args(["--nocapture", "--test-threads=1", "-q"])
             .env(CHILD_DIR, dir)
@@ -784,7 +816,7 @@ pub mod jit {
             };
             let how = match signal(&out.status) {
                 Some(n) => format!("killed by signal {n} ({})", signal_name(n)),
-                None => format!("exited with {}", out.status),
+                None => format!("exited: {}", ended(&out.status)),
             };
             // Each result line is one call that returned: the child was in the next.
             let place = match &results {
