@@ -2,7 +2,9 @@
 //! found among unrelated functions, unrelated functions are not paired, and the pairs are
 //! the same whatever the number of threads.
 
-use clif_merge::merge::candidates::{find_candidates, signature, CandidateOptions, CandidatePair};
+use clif_merge::merge::candidates::{
+    candidates_among, find_candidates, signature, CandidateOptions, CandidatePair,
+};
 use clif_merge::merge::{FuncIndex, Linkage, Module};
 use clif_merge::TargetInfo;
 use cranelift_codegen::ir::{types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
@@ -168,4 +170,49 @@ fn no_members_no_pairs() {
     // One function alone has no partner.
     let one: Vec<FuncIndex> = module.indices().take(1).collect();
     assert!(find_candidates(&module, &target(), &one, &CandidateOptions::default()).is_empty());
+}
+
+/// With groups, partners are searched within each group exactly as if each were searched
+/// alone: no pair crosses groups, and the pairs are the union of the groups' own searches.
+#[test]
+fn a_search_by_groups_is_each_group_searched_alone() {
+    let (module, twins) = module();
+    let members: Vec<FuncIndex> = module.indices().collect();
+    let signatures: Vec<_> = members
+        .iter()
+        .map(|&f| signature(&module.get(f).func, &target()))
+        .collect();
+    // Three groups, a twin's members split between two of them now and then.
+    let groups: Vec<u32> = members.iter().map(|f| (f.as_u32() / 7) % 3).collect();
+    let options = CandidateOptions::default();
+    let together = candidates_among(&members, &signatures, Some(&groups), &options);
+    let mut apart = Vec::new();
+    for g in 0..3 {
+        let at: Vec<usize> = (0..members.len()).filter(|&i| groups[i] == g).collect();
+        let group_members: Vec<FuncIndex> = at.iter().map(|&i| members[i]).collect();
+        let group_signatures: Vec<_> = at.iter().map(|&i| signatures[i]).collect();
+        apart.extend(candidates_among(
+            &group_members,
+            &group_signatures,
+            None,
+            &options,
+        ));
+    }
+    apart.sort_by_key(|p| (p.left, p.right));
+    assert_eq!(together, apart);
+    let group_of = |f: FuncIndex| groups[f.as_u32() as usize];
+    assert!(together
+        .iter()
+        .all(|p| group_of(p.left) == group_of(p.right)));
+    // Twins in one group are still found; those split are not.
+    let split = twins
+        .iter()
+        .filter(|&&(a, b)| groups[a as usize] != groups[b as usize])
+        .count();
+    assert!(
+        split > 0 && split < twins.len(),
+        "{split} of {}",
+        twins.len()
+    );
+    assert_eq!(together.len(), twins.len() - split, "{together:?}");
 }

@@ -9,7 +9,7 @@
 //! merge-similar, after its groups are decided, on the functions left (one representative
 //! per class of equal functions, none already thunked):
 //!
-//! 1. **Partners.** Only functions with the same [`PairingKey`] can make a body: the same
+//! 1. **Partners.** Only functions with the same [`pairing_key`] can make a body: the same
 //!    calling convention and returns, as many reachable blocks, and the same parameter
 //!    types block by block after the entry. A function whose key no other has is left out
 //!    before anything is computed for it, and [`super::candidates::candidates_among`]
@@ -47,7 +47,8 @@
 
 pub mod build;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::sync::OnceLock;
 
 use cranelift_codegen::ir::{self, Function, Type};
@@ -59,6 +60,7 @@ use super::module::{FuncIndex, Module};
 use super::similar::CodeFacts;
 use crate::detect::align::align_blocks;
 use crate::detect::fingerprint::{linearise, Linearised};
+use crate::detect::hash::StableHasher;
 use crate::detect::walk::CfgWalk;
 use crate::target::TargetInfo;
 
@@ -144,47 +146,37 @@ pub fn merge_aligned(
     (merged, failed_verifier)
 }
 
-/// What two functions must have in common for [`try_pair`] to build their body: the
-/// calling convention and returns ([`build::body_signature`]), and, block by block in walk
-/// order (the blocks pair so), the parameter types of every block after the entry (the
-/// entry's are the signatures', where one may be a prefix of the other).
-#[derive(PartialEq, Eq, Hash)]
-struct PairingKey {
-    signature: ir::Signature,
-    block_params: Vec<Vec<Type>>,
-}
-
-impl PairingKey {
-    fn of(func: &Function) -> Self {
-        let mut signature = ir::Signature::new(func.signature.call_conv);
-        signature.returns.clone_from(&func.signature.returns);
-        let block_params = CfgWalk::new(func)
-            .skip(1)
-            .map(|b| {
-                func.dfg
-                    .block_params(b)
-                    .iter()
-                    .map(|&v| func.dfg.value_type(v))
-                    .collect()
-            })
-            .collect();
-        Self {
-            signature,
-            block_params,
+/// What two functions must have in common for [`try_pair`] to build their body, hashed:
+/// the calling convention and returns ([`build::body_signature`]), and, block by block in
+/// walk order (the blocks pair so), the parameter types of every block after the entry
+/// (the entry's are the signatures', where one may be a prefix of the other). Functions
+/// that could pair have equal keys; two that could not share one only by a collision of
+/// the hash, which costs a declined pair, nothing else.
+fn pairing_key(func: &Function) -> u64 {
+    let mut h = StableHasher::new();
+    func.signature.call_conv.hash(&mut h);
+    func.signature.returns.hash(&mut h);
+    for block in CfgWalk::new(func).skip(1) {
+        // A block's parameters, after a separator.
+        h.word(u64::MAX);
+        for &v in func.dfg.block_params(block) {
+            h.word(func.dfg.value_type(v).index() as u64);
         }
     }
+    h.finish()
 }
 
 /// The functions of `free` (in index order) that have a possible partner: another with the
-/// same [`PairingKey`], without which [`try_pair`] declines any pair of them (signatures,
-/// block counts, blocks that do not pair). The others are neither linearised nor weighed.
+/// same [`pairing_key`], without which [`try_pair`] declines any pair of them (signatures,
+/// block counts, blocks that do not pair); with each, its key numbered in order of first
+/// appearance. The others are neither linearised nor weighed.
 fn with_possible_partners(module: &Module, free: &[FuncIndex]) -> (Vec<FuncIndex>, Vec<u32>) {
-    let keys: Vec<PairingKey> = free
+    let keys: Vec<u64> = free
         .par_iter()
-        .map(|&f| PairingKey::of(&module.get(f).func))
+        .map(|&f| pairing_key(&module.get(f).func))
         .collect();
-    let mut count: HashMap<&PairingKey, (u32, u32)> = HashMap::new();
-    for key in &keys {
+    let mut count: HashMap<u64, (u32, u32)> = HashMap::with_capacity(keys.len());
+    for &key in &keys {
         let next = count.len() as u32;
         count.entry(key).or_insert((next, 0)).1 += 1;
     }
@@ -357,7 +349,7 @@ struct Round<'l> {
     signatures: Vec<Option<Signature>>,
     /// The estimated `.text` bytes of the member at a position.
     size_of: &'l (dyn Fn(usize) -> u64 + Sync),
-    /// Each member's [`PairingKey`], numbered: partners are searched among equal keys.
+    /// Each member's [`pairing_key`], numbered: partners are searched among equal keys.
     keys: Vec<u32>,
 }
 
@@ -372,21 +364,12 @@ fn one_round(
     thunk: &ThunkWriter<'_>,
     tried: &mut HashSet<(FuncIndex, FuncIndex)>,
 ) -> (Vec<MergedPair>, usize) {
-    let mut by_key: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, &key) in round.keys.iter().enumerate() {
-        by_key.entry(key).or_default().push(i);
-    }
-    let mut pairs: Vec<_> = by_key
-        .values()
-        .filter(|at| at.len() > 1)
-        .flat_map(|at| {
-            let members: Vec<FuncIndex> = at.iter().map(|&i| round.members[i]).collect();
-            let signatures: Vec<Option<Signature>> =
-                at.iter().map(|&i| round.signatures[i]).collect();
-            candidates_among(&members, &signatures, &CandidateOptions::default())
-        })
-        .collect();
-    pairs.sort_by_key(|p| (p.left, p.right));
+    let mut pairs = candidates_among(
+        &round.members,
+        &round.signatures,
+        Some(&round.keys),
+        &CandidateOptions::default(),
+    );
     pairs.retain(|p| tried.insert((p.left, p.right)));
     let position = |f: FuncIndex| {
         round

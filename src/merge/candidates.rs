@@ -95,17 +95,20 @@ pub fn find_candidates(
         .par_iter()
         .map(|&f| signature(&module.get(f).func, target))
         .collect();
-    candidates_among(members, &signatures, options)
+    candidates_among(members, &signatures, None, options)
 }
 
 /// [`find_candidates`] with the members' signatures already computed (`signatures[i]` is
-/// `members[i]`'s): for a search run again on fewer members.
+/// `members[i]`'s): for a search run again on fewer members. With `groups` (`groups[i]`
+/// is `members[i]`'s), partners are searched within each group apart: a bucket is the
+/// functions of one group whose band agrees, exactly as if each group were searched alone.
 pub fn candidates_among(
     members: &[FuncIndex],
     signatures: &[Option<Signature>],
+    groups: Option<&[u32]>,
     options: &CandidateOptions,
 ) -> Vec<CandidatePair> {
-    let best = best_partners(signatures, options);
+    let best = best_partners(signatures, groups, options);
     let mut pairs: Vec<CandidatePair> = best
         .iter()
         .enumerate()
@@ -153,8 +156,10 @@ pub fn signature_of(linearised: &Linearised) -> Option<Signature> {
 /// agree, when a partner reaches the threshold.
 fn best_partners(
     signatures: &[Option<Signature>],
+    groups: Option<&[u32]>,
     options: &CandidateOptions,
 ) -> Vec<Option<(u32, u16)>> {
+    let group = |i: u32| groups.map_or(0, |g| g[i as usize]);
     let keys: Vec<[u64; BANDS]> = signatures
         .par_iter()
         .map(|s| s.as_ref().map_or([0; BANDS], band_keys))
@@ -164,18 +169,18 @@ fn best_partners(
     let present: Vec<u32> = (0..signatures.len() as u32)
         .filter(|&i| signatures[i as usize].is_some())
         .collect();
-    let mut entries: Vec<(u64, u64, u32)> = Vec::with_capacity(present.len());
+    let mut entries: Vec<((u32, u64), u64, u32)> = Vec::with_capacity(present.len());
     for band in 0..BANDS {
         entries.clear();
         entries.extend(present.iter().map(|&i| {
             (
-                keys[i as usize][band],
+                (group(i), keys[i as usize][band]),
                 keys[i as usize][(band + 1) % BANDS],
                 i,
             )
         }));
         entries.par_sort_unstable();
-        // Buckets: runs of one key. Each entry meets the next `window` of its run.
+        // Buckets: runs of one group and key. Each entry meets the next `window` of its run.
         let met: Vec<(u32, u32, u16)> = entries
             .par_iter()
             .enumerate()
