@@ -100,11 +100,12 @@ fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
             gen::with_header(&program, seed),
         );
     }
-    check_program(&program, seed, archs, tally);
+    check_program(&program, &format!("seed-{seed}"), archs, tally);
 }
 
-/// Build and run `program` (called `seed` in messages) in every configuration of `archs`.
-fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tally) {
+/// Build and run `program` (called `label` in messages and failure files: `seed-N`, or
+/// `fixture-NAME`) in every configuration of `archs`.
+fn check_program(program: &gen::Program, label: &str, archs: &[Arch], tally: &Tally) {
     let scratch = tempfile::tempdir().unwrap();
     for &arch in archs {
         let configs = configurations(arch);
@@ -135,9 +136,9 @@ fn check_program(program: &gen::Program, seed: u64, archs: &[Arch], tally: &Tall
                 (Err(e), _) => vec![e],
             };
             if !problems.is_empty() {
-                let kept = keep_failure(program, seed, config, &problems);
+                let kept = keep_failure(program, label, config, &problems);
                 let mut message = format!(
-                    "seed {seed}, {config:?}: {} differences (program in {})",
+                    "{label}, {config:?}: {} differences (program in {})",
                     problems.len(),
                     kept.display()
                 );
@@ -276,7 +277,7 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     paths.sort();
     assert!(paths.len() >= 3, "fixtures/exec is missing its fixtures");
     let tally = Tally::default();
-    for (i, path) in paths.iter().enumerate() {
+    for path in &paths {
         let program = program_from_fixture(&std::fs::read_to_string(path).unwrap());
         assert!(
             !program.entries.is_empty(),
@@ -284,7 +285,8 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
             path.display()
         );
         let before = tally.failures.lock().unwrap().len();
-        check_program(&program, i as u64, &archs, &tally);
+        let stem = path.file_stem().unwrap().to_string_lossy();
+        check_program(&program, &format!("fixture-{stem}"), &archs, &tally);
         let mut failures = tally.failures.lock().unwrap();
         for f in failures.iter_mut().skip(before) {
             *f = format!("{}: {f}", path.display());

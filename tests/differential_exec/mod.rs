@@ -519,11 +519,34 @@ pub fn compare(
 }
 
 /// Where a failing program is written for a look (and to become a fixture).
-pub fn keep_failure(program: &Program, seed: u64, config: Config, problems: &[String]) -> PathBuf {
+/// One file per program and configuration (`seed-3-aarch64-jit-aliases-similar.clif`), so
+/// that configurations failing together do not overwrite each other's differences.
+pub fn keep_failure(
+    program: &Program,
+    label: &str,
+    config: Config,
+    problems: &[String],
+) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("differential-failures");
     let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("seed-{seed}.clif"));
-    let mut text = gen::with_header(program, seed);
+    let arch = match config.arch {
+        Arch::X86_64 => "x86_64",
+        Arch::Aarch64 => "aarch64",
+    };
+    let output = match config.output {
+        Output::SharedLibrary => "so",
+        Output::Executable => "exe",
+        Output::Jit => "jit",
+    };
+    let similar = if config.similar { "-similar" } else { "" };
+    let path = dir.join(format!(
+        "{label}-{arch}-{output}-{}{similar}.clif",
+        config.mode.flag()
+    ));
+    let mut text = format!(
+        "; differential {label}: {} functions\n{}",
+        program.functions, program.clif
+    );
     let _ = writeln!(text, "; failed in {config:?}:");
     for p in problems.iter().take(20) {
         let _ = writeln!(text, ";   {p}");
