@@ -9,7 +9,7 @@
 //! merge-similar, after its groups are decided, on the functions left (one representative
 //! per class of equal functions, none already thunked):
 //!
-//! 1. **Partners.** Only functions with the same [`pairing_key`] can make a body: the same
+//! 1. **Partners.** Only functions with the same pairing key can make a body: the same
 //!    calling convention and returns, as many reachable blocks, and the same parameter
 //!    types block by block after the entry. A function whose key no other has is left out
 //!    before anything is computed for it, and [`super::candidates::candidates_among`]
