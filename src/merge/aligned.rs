@@ -15,8 +15,8 @@
 //!    before anything is computed for it, and [`super::candidates::candidates_among`]
 //!    (MinHash and LSH) searches partners among the functions of each key apart, so that a
 //!    bucket's window holds no function the pair would be declined for (on the corpora,
-//!    against one search over all of them: from a third to a half fewer instructions on
-//!    sqlite and zstd, a few percent fewer on re2, and 16 kB more saved on zstd, 0.3 kB
+//!    against one search over all of them: about half the instructions on sqlite and
+//!    zstd, 12% fewer on re2, and 16 kB more saved on zstd, 0.3 kB
 //!    more on re2, 0.5 kB less on sqlite, where other pairs win the greedy choice;
 //!    bench/README.md §10). A pair whose two thunks (written
 //!    first: they depend on the body's signature alone) take at least the smaller member's
