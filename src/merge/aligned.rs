@@ -14,16 +14,15 @@
 //!    types block by block after the entry. A function whose key no other has is left out
 //!    before anything is computed for it, and [`super::candidates::candidates_among`]
 //!    (MinHash and LSH) searches partners among the functions of each key apart, so that a
-//!    bucket's window holds no function the pair would be declined for (on the corpora,
-//!    against one search over all of them: about half the instructions on sqlite and
-//!    zstd, 12% fewer on re2, and 16 kB more saved on zstd, 0.3 kB
-//!    more on re2, 0.5 kB less on sqlite, where other pairs win the greedy choice;
-//!    bench/README.md §10). A pair whose two thunks (written
-//!    first: they depend on the body's signature alone) take at least the smaller member's
-//!    estimated bytes is dropped before aligning: that is all sharing could save when the
-//!    body holds at least the larger member (on the corpora this bound never dropped a
-//!    pair that would have paid: re2 154 of 1,226 pairs built before, sqlite 18 of 1,048,
-//!    zstd 8 of 124).
+//!    bucket's window holds no function the pair would be declined for. On the corpora,
+//!    against one search over all of them, this runs about half the instructions on sqlite
+//!    and zstd and 12% fewer on re2, and saves 16 kB more on zstd, 0.3 kB more on re2 and
+//!    0.5 kB less on sqlite, where other pairs win the greedy choice (bench/README.md §10).
+//!    A pair whose two thunks (written first: they depend on the body's signature alone)
+//!    take at least the smaller member's estimated bytes is dropped before aligning: that
+//!    is all sharing could save when the body holds at least the larger member (on the
+//!    corpora this bound never dropped a pair that would have paid: re2 154 of 1,226 pairs
+//!    built before, sqlite 18 of 1,048, zstd 8 of 124).
 //! 2. **Alignment.** Each pair is aligned block by block
 //!    ([`crate::detect::align::align_blocks`]: the k-th block of one walk with the k-th of
 //!    the other, the instructions of each pair of blocks aligned) and built
