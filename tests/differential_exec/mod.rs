@@ -518,6 +518,29 @@ pub fn compare(
     out
 }
 
+/// The differences between two unmerged builds of `program` (two outputs' references), as
+/// messages. Entries that read their return address or frame are left out: they see the
+/// harness's own code, which is not the same in the C harness and in this process.
+pub fn same_unmerged(program: &Program, first: &Results, other: &Results) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, (want, want_hash)) in first {
+        let flags = program.entries[key.0].flags;
+        if flags & (flags::READS_RETURN_ADDRESS | flags::READS_FRAME_POINTER) != 0 {
+            continue;
+        }
+        let name = &program.entries[key.0].name;
+        match other.get(key) {
+            None => out.push(format!("{name} input {}: no result unmerged", key.1)),
+            Some((have, have_hash)) if (have, have_hash) != (want, want_hash) => out.push(format!(
+                "{name} input {}, unmerged: {want} (memory {want_hash:016x}) in a shared library, {have} (memory {have_hash:016x}) here",
+                key.1
+            )),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
 /// Where a failing program is written for a look (and to become a fixture).
 /// One file per program and configuration (`seed-3-aarch64-jit-aliases-similar.clif`), so
 /// that configurations failing together do not overwrite each other's differences.
