@@ -375,8 +375,19 @@ struct Folding {
     z: FuncId,
 }
 
-/// Declare a data object holding 42 and the functions of [`Folding`], all reading it.
+/// Declare a data object holding 42 and the functions of [`Folding`], all reading it, and
+/// hand them to `merger` (nobody compares `y`'s address).
 fn fold_everything(module: &mut dyn Module, merger: &mut FunctionMerger) -> Folding {
+    let (folding, bodies) = folding_bodies(module);
+    for (id, func) in bodies {
+        merger.add(id, func).unwrap();
+    }
+    merger.set_unnamed_addr(folding.y);
+    folding
+}
+
+/// [`fold_everything`]'s declarations, and its bodies in declaration order.
+fn folding_bodies(module: &mut dyn Module) -> (Folding, Vec<(FuncId, Function)>) {
     let data = module
         .declare_data("forty_two", Linkage::Export, false, false)
         .unwrap();
@@ -392,19 +403,18 @@ fn fold_everything(module: &mut dyn Module, merger: &mut FunctionMerger) -> Fold
         ("z", Linkage::Export),
     ]
     .map(|(name, linkage)| declare(module, name, linkage));
-    for (id, data, callee) in [
+    let bodies = [
         (a, Some(data), None),
         (b, Some(data), None),
         (c, None, Some(b)),
         (x, Some(data), Some(a)),
         (y, Some(data), Some(a)),
         (z, Some(data), Some(a)),
-    ] {
-        let func = body_with(module, id, data, callee);
-        merger.add(id, func).unwrap();
-    }
-    merger.set_unnamed_addr(y);
-    Folding { a, b, c, x, y, z }
+    ]
+    .into_iter()
+    .map(|(id, data, callee)| (id, body_with(module, id, data, callee)))
+    .collect();
+    (Folding { a, b, c, x, y, z }, bodies)
 }
 
 fn count(merged: &Merged, ids: &[FuncId], action: Action) -> usize {
@@ -596,41 +606,15 @@ fn a_shared_body_takes_no_name_in_the_callers_module() {
 }
 
 /// The object the merger writes for one set of functions, handed to it in `order` (indices
-/// into the declaration order): `a`, `b` local and equal, `c` calling `b`; `x`, `y`, `z`
-/// exported and equal, calling `a` (nobody compares `y`'s address); and `add_0`..`add_4`,
-/// which differ in a constant.
+/// into the declaration order): [`fold_everything`]'s, and `add_0`..`add_4`, which differ
+/// in a constant.
 fn object_adding_in(order: &[usize], similar: Option<SimilarOptions>) -> Vec<u8> {
     let mut module = object_module();
     let mut merger = FunctionMerger::new(module.isa(), MergeOptions::default()).unwrap();
     if let Some(similar) = similar {
         merger = merger.with_merge_similar(similar);
     }
-    let data = module
-        .declare_data("forty_two", Linkage::Export, false, false)
-        .unwrap();
-    let mut desc = DataDescription::new();
-    desc.define(42i64.to_le_bytes().to_vec().into_boxed_slice());
-    module.define_data(data, &desc).unwrap();
-    let [a, b, c, x, y, z] = [
-        ("a", Linkage::Local),
-        ("b", Linkage::Local),
-        ("c", Linkage::Export),
-        ("x", Linkage::Export),
-        ("y", Linkage::Export),
-        ("z", Linkage::Export),
-    ]
-    .map(|(name, linkage)| declare(&mut module, name, linkage));
-    let mut functions: Vec<(FuncId, Function)> = [
-        (a, Some(data), None),
-        (b, Some(data), None),
-        (c, None, Some(b)),
-        (x, Some(data), Some(a)),
-        (y, Some(data), Some(a)),
-        (z, Some(data), Some(a)),
-    ]
-    .into_iter()
-    .map(|(id, data, callee)| (id, body_with(&mut module, id, data, callee)))
-    .collect();
+    let (folding, mut functions) = folding_bodies(&mut module);
     for (i, constant) in [3i64, 5, 7, 11, 13].into_iter().enumerate() {
         let id = declare(&mut module, &format!("add_{i}"), Linkage::Export);
         functions.push((id, add_const(&module, id, I64, constant)));
@@ -640,7 +624,7 @@ fn object_adding_in(order: &[usize], similar: Option<SimilarOptions>) -> Vec<u8>
         let (id, func) = functions[i].clone();
         merger.add(id, func).unwrap();
     }
-    merger.set_unnamed_addr(y);
+    merger.set_unnamed_addr(folding.y);
     let merged = merger.define_in_object(&mut module).unwrap();
     assert!(merged.plan().folded_count() > 0, "something folds");
     let mut product = module.finish();
