@@ -69,7 +69,7 @@ impl Arch {
                 .is_ok_and(|o| o.status.success())
         };
         match self {
-            Arch::X86_64 if cfg!(all(target_arch = "x86_64", target_os = "linux")) => {
+            Arch::X86_64 if self.is_host() => {
                 if have("cc") {
                     Ok(())
                 } else {
