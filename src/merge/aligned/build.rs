@@ -69,6 +69,9 @@ struct Imported {
     stack_slots: SecondaryMap<ir::StackSlot, PackedOption<ir::StackSlot>>,
     /// How often each value is read (resolved aliases), over the whole member.
     uses: SecondaryMap<Value, u32>,
+    /// The body's memory flags for each of the member's, by the member's flags' number
+    /// (importing them clones their alias region, name and all).
+    mem_flags: Vec<Option<ir::MemFlags>>,
 }
 
 /// The body under construction and both members' imports.
@@ -416,6 +419,10 @@ impl<'a> Builder<'a> {
     }
 
     fn mem_flags(&mut self, side: Side, flags: ir::MemFlags) -> ir::MemFlags {
+        let at = flags.as_u32() as usize;
+        if let Some(&Some(imported)) = self.imported(side).mem_flags.get(at) {
+            return imported;
+        }
         let func = self.func(side);
         let mut data = func.dfg.mem_flags[flags];
         if let Some(region) = data.alias_region() {
@@ -423,7 +430,14 @@ impl<'a> Builder<'a> {
             data.set_alias_region(Some(self.body.dfg.alias_regions.insert(region)));
         }
         match self.body.dfg.mem_flags.insert(data) {
-            Ok(f) => f,
+            Ok(imported) => {
+                let cache = &mut self.imported(side).mem_flags;
+                if cache.len() <= at {
+                    cache.resize(at + 1, None);
+                }
+                cache[at] = Some(imported);
+                imported
+            }
             Err(_) => {
                 self.failed = true;
                 flags
