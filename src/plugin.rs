@@ -459,10 +459,20 @@ impl Merged {
     /// process's unwinder, so that a panic or an exception can cross them. Call it after
     /// `module.finalize_definitions()` (cranelift-jit registers no unwind information of
     /// its own) and keep the result as long as the code may run: dropping it deregisters
-    /// the frames.
+    /// the frames. Nothing is registered for code of another architecture than this
+    /// process's: see [`Merged::jit_eh_frame`].
     pub fn register_jit_frames(&self, module: &JITModule) -> Result<JitFrames, EmitError> {
         self.frames
             .register_jit(|id| module.get_finalized_function(id))
+    }
+
+    /// The `.eh_frame` that [`Merged::register_jit_frames`] registers, as bytes with every
+    /// function's final address, for an unwinder other than this process's (code run
+    /// elsewhere, or an embedder that registers frames itself). Call it after
+    /// `module.finalize_definitions()`.
+    pub fn jit_eh_frame(&self, module: &JITModule) -> Result<Vec<u8>, EmitError> {
+        self.frames
+            .jit_eh_frame(|id| module.get_finalized_function(id))
     }
 }
 

@@ -17,6 +17,11 @@
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
 //!   because a panic that finds no frame information aborts the process.
+//! - `cxx_exceptions_cross_aarch64_jit_code`: the same functions defined through the plugin
+//!   in a `JITModule` for aarch64 (on an x86_64 host, in a fixed-address region), written
+//!   out as an image with `Merged::jit_eh_frame`'s table; a C++ loader under qemu maps the
+//!   image at the same address, registers the table with its libgcc, and `cb` throws
+//!   through every entry in every mode. The frames are not registered with this process.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +32,7 @@ use clif_merge::emit_jit;
 use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::merge::{Linkage as MergeLinkage, MergeMode, MergeOptions, Module as MergeModule};
 use clif_merge::names::FuncName;
-use clif_merge::plugin::FunctionMerger;
+use clif_merge::plugin::{FunctionMerger, Merged};
 use clif_merge::TargetInfo;
 use cranelift_codegen::ir::{types, ExternalName, Function, UserExternalName, UserFuncName};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -169,8 +174,24 @@ fn clif_merge(triple: &str, pic: bool, args: &[&str], extra: &[&str], out: &Path
 /// The C++ harness: `cb` throws for [`THROWS`]; `main` calls every entry with
 /// [`RETURNS`] and [`THROWS`] and prints what happened.
 fn harness() -> String {
-    let mut s = String::from(
+    let mut s = harness_prelude();
+    let entries = entries();
+    for (name, narrow) in &entries {
+        let param = if *narrow { "int32_t" } else { "int64_t" };
+        s += &format!("extern \"C\" int64_t {name}({param});\n");
+    }
+    s += "int main() {\n";
+    s += &harness_checks(|name, _| name.to_string());
+    s += "  return 0;\n}\n";
+    s
+}
+
+/// What every harness starts with: `cb`, which throws for [`THROWS`], and `check`, which
+/// calls an entry with [`RETURNS`] and [`THROWS`] and prints what happened.
+fn harness_prelude() -> String {
+    String::from(
         "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n\
+         #include <stdint.h>\n#include <stdio.h>\n\
          struct Thrown { int64_t value; };\n\
          extern \"C\" int64_t cb(int64_t x) {\n\
          \x20 if (x == 13) throw Thrown{x};\n\
@@ -183,19 +204,33 @@ fn harness() -> String {
          \x20 } catch (const Thrown &t) {\n\
          \x20   std::printf(\"%s(13) threw %lld, caught outside\\n\", name, (long long)t.value);\n\
          \x20 }\n}\n",
-    );
-    let entries = entries();
-    for (name, narrow) in &entries {
-        let param = if *narrow { "int32_t" } else { "int64_t" };
-        s += &format!("extern \"C\" int64_t {name}({param});\n");
+    )
+}
+
+/// `main`'s checks of every entry, each called as `callee(name, narrow)` (a function or a
+/// function pointer of the entry's type).
+fn harness_checks(callee: impl Fn(&str, bool) -> String) -> String {
+    let mut s = String::new();
+    for (name, narrow) in entries() {
+        let cast = if narrow { "(int32_t)" } else { "" };
+        let callee = callee(&name, narrow);
+        s += &format!("  check(\"{name}\", [](int64_t x) {{ return {callee}({cast}x); }});\n");
     }
-    s += "int main() {\n";
-    for (name, narrow) in &entries {
-        let cast = if *narrow { "(int32_t)" } else { "" };
-        s += &format!("  check(\"{name}\", [](int64_t x) {{ return {name}({cast}x); }});\n");
-    }
-    s += "  return 0;\n}\n";
     s
+}
+
+/// What a harness run by `cmd` printed; it must exit successfully (an exception that found
+/// no handler ends it with `std::terminate`).
+fn harness_output(cmd: &mut Command, context: &str) -> String {
+    let out = cmd.output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{context}: the harness failed ({}), the exception was not caught:\n{got}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    got
 }
 
 /// Every configuration must print what the first one (unmerged) printed: each entry's value
@@ -265,14 +300,7 @@ fn cxx_exceptions_cross_merged_code() {
                     }
                     None => Command::new(&exe),
                 };
-                let out = cmd.output().unwrap();
-                let got = String::from_utf8_lossy(&out.stdout).into_owned();
-                assert!(
-                    out.status.success(),
-                    "{context}: the harness failed ({}), the exception was not caught:\n{got}{}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                let got = harness_output(&mut cmd, &context);
                 let reference = reference.get_or_insert_with(|| got.clone());
                 check_output(reference, &got, &context);
             }
@@ -476,6 +504,28 @@ fn plugin_results(mode: MergeMode, similar: bool, clif_thunks: bool) -> BTreeMap
     let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
     builder.symbol("cb", cb as *const u8);
     let mut module = JITModule::new(builder);
+    let (merged, ids) = define_with_plugin(&mut module, mode, similar, clif_thunks);
+    module.finalize_definitions().unwrap();
+    let frames = merged.register_jit_frames(&module).unwrap();
+    assert!(
+        frames.registrations() > 0,
+        "{context}: no frames registered"
+    );
+    let got = results(&context, |name| module.get_finalized_function(ids[name]));
+    drop(frames);
+    // SAFETY: no pointer into the module is used after this.
+    unsafe { module.free_memory() };
+    got
+}
+
+/// The fixture's functions declared in `module` (`cb` imported) and defined there by a
+/// `FunctionMerger` in `mode`: what the merger did, and the id of each name.
+fn define_with_plugin(
+    module: &mut JITModule,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+) -> (Merged, BTreeMap<String, FuncId>) {
     let funcs = functions();
     let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
     for f in &funcs {
@@ -524,18 +574,7 @@ fn plugin_results(mode: MergeMode, similar: bool, clif_thunks: bool) -> BTreeMap
         }
         merger.add(ids[&name], func).unwrap();
     }
-    let merged = merger.define_in_jit(&mut module).unwrap();
-    module.finalize_definitions().unwrap();
-    let frames = merged.register_jit_frames(&module).unwrap();
-    assert!(
-        frames.registrations() > 0,
-        "{context}: no frames registered"
-    );
-    let got = results(&context, |name| module.get_finalized_function(ids[name]));
-    drop(frames);
-    // SAFETY: no pointer into the module is used after this.
-    unsafe { module.free_memory() };
-    got
+    (merger.define_in_jit(module).unwrap(), ids)
 }
 
 /// Through `emit_jit`.
@@ -614,4 +653,109 @@ fn panic_crosses_jit_frames() {
         "a panic did not cross the JIT frames ({}):\n{stdout}\n{stderr}",
         out.status
     );
+}
+
+#[path = "common/jit_region.rs"]
+mod jit_region;
+
+/// What the aarch64 JIT image imports: `cb`, the C++ harness's own.
+const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
+
+/// The fixture defined through the plugin in a `JITModule` for aarch64 (a fixed-address
+/// region of this process, [`jit_region`]), written out as an image with the `.eh_frame`
+/// the plugin gives for it (`Merged::jit_eh_frame`), and run under qemu by a C++ loader that
+/// maps the image where the JIT put it, registers the frames with its own libgcc and calls
+/// every entry: what it printed.
+fn aarch64_jit_output(dir: &Path, mode: MergeMode, similar: bool, clif_thunks: bool) -> String {
+    let context =
+        format!("aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}");
+    let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
+    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
+    let region = jit_region::Region::new().unwrap();
+    let base = region.base();
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    builder.memory_provider(region.provider());
+    builder.symbol_lookup_fn(Box::new(move |name| {
+        let stub = jit_region::stub_address(base, &IMAGE_IMPORTS, name);
+        Some(stub.unwrap_or_else(|| panic!("the image imports {name}")) as *const u8)
+    }));
+    let mut module = JITModule::new(builder);
+    let (merged, ids) = define_with_plugin(&mut module, mode, similar, clif_thunks);
+    module.finalize_definitions().unwrap();
+    // Frames of aarch64 code are not this x86_64 process's to unwind.
+    assert_eq!(
+        merged.register_jit_frames(&module).unwrap().registrations(),
+        0,
+        "{context}: frames of foreign code were registered"
+    );
+    let eh_frame = merged.jit_eh_frame(&module).unwrap();
+    assert!(!eh_frame.is_empty(), "{context}: no .eh_frame");
+    let addresses: BTreeMap<String, usize> = entries()
+        .into_iter()
+        .map(|(name, _)| {
+            let address = module.get_finalized_function(ids[&name]) as usize;
+            (name, address)
+        })
+        .collect();
+    drop(module);
+
+    std::fs::create_dir_all(dir).unwrap();
+    let image = dir.join("jit.image");
+    let len = region.used();
+    std::fs::write(&image, region.bytes(len)).unwrap();
+    let frames = dir.join("eh_frame.bin");
+    std::fs::write(&frames, &eh_frame).unwrap();
+    let mut source = harness_prelude();
+    source += &jit_region::loader_c(&image, base, len, &IMAGE_IMPORTS);
+    source += "extern \"C\" void __register_frame(void *);\nint main() {\n  load_image();\n";
+    source += &format!(
+        "  static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); return 3; }}\n  fclose(f);\n  __register_frame(frames);\n",
+        eh_frame.len().div_ceil(8),
+        frames.display(),
+        eh_frame.len(),
+        eh_frame.len()
+    );
+    source += &harness_checks(|name, narrow| {
+        let param = if narrow { "int32_t" } else { "int64_t" };
+        format!("((int64_t (*)({param}))0x{:x}ull)", addresses[name])
+    });
+    source += "  return 0;\n}\n";
+    let harness = dir.join("harness.cpp");
+    std::fs::write(&harness, source).unwrap();
+    let exe = dir.join("run");
+    run(Command::new("aarch64-linux-gnu-g++")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&harness));
+    harness_output(
+        Command::new("qemu-aarch64")
+            .args(["-L", "/usr/aarch64-linux-gnu"])
+            .arg(&exe),
+        &context,
+    )
+}
+
+/// `Merged::jit_eh_frame` on aarch64, run: a C++ exception thrown by `cb` crosses the
+/// merged JIT code of every mode (with and without merge-similar, single-jump and CLIF
+/// thunks) and is caught by the harness, every entry returning what it returns unmerged.
+/// Needs an x86_64 host (the image's fixed addresses are this process's), qemu-aarch64 and
+/// aarch64-linux-gnu-g++.
+#[test]
+fn cxx_exceptions_cross_aarch64_jit_code() {
+    if !cfg!(target_arch = "x86_64") || !have("aarch64-linux-gnu-g++") || !have("qemu-aarch64") {
+        eprintln!("skipping: needs an x86_64 host, aarch64-linux-gnu-g++ and qemu-aarch64 (Debian: g++-aarch64-linux-gnu, qemu-user)");
+        return;
+    }
+    let dir = scratch("aarch64-jit");
+    let mut reference: Option<String> = None;
+    for mode in modes() {
+        for similar in [false, true] {
+            for clif_thunks in [false, true] {
+                let name = format!("{mode:?}-{similar}-{clif_thunks}");
+                let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks);
+                let reference = reference.get_or_insert_with(|| got.clone());
+                check_output(reference, &got, &format!("aarch64 JIT {name}"));
+            }
+        }
+    }
 }

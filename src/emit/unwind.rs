@@ -29,7 +29,10 @@
 //!   the functions' final addresses (absolute pointers) into a buffer owned by a
 //!   [`JitFrames`] and registered with the unwinder's `__register_frame` (libgcc takes the
 //!   whole table, ended by a zero length; LLVM's libunwind takes one FDE per call: told apart
-//!   at run time as wasmtime does). Dropping the [`JitFrames`] deregisters them.
+//!   at run time as wasmtime does). Dropping the [`JitFrames`] deregisters them. Code
+//!   for another architecture than this process's (a JIT image run under an emulator or
+//!   in another process) is never registered here: [`Frames::jit_eh_frame`] (and the
+//!   plugin's `Merged::jit_eh_frame`) hands out the same bytes for its own unwinder.
 //!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
@@ -80,6 +83,9 @@ pub struct Frames {
     little_endian: bool,
     /// Bytes in a pointer.
     pointer_bytes: u8,
+    /// Whether the code runs on this process's architecture: frames of other code are
+    /// never registered with this process's unwinder.
+    host_code: bool,
     /// Each defined function with frame information: its id, its code's length, its info.
     entries: Vec<(FuncId, u32, UnwindInfo)>,
 }
@@ -97,6 +103,7 @@ impl Frames {
             },
             little_endian: isa.endianness() == cranelift_codegen::ir::Endianness::Little,
             pointer_bytes: isa.pointer_bytes(),
+            host_code: isa.triple().architecture == target_lexicon::HOST.architecture,
             entries: Vec::new(),
         }
     }
@@ -274,25 +281,21 @@ impl Frames {
         Ok(())
     }
 
-    /// Register the FDEs of functions that are now at `address_of(id)` with this process's
-    /// unwinder. Call it after the JIT module's `finalize_definitions()`; keep the result as
-    /// long as the code may run (dropping it deregisters the frames).
-    pub fn register_jit(
+    /// The `.eh_frame` of the functions that are now at `address_of(id)`, as
+    /// `__register_frame` takes it: one CIE, an FDE per function with frame information at
+    /// its absolute address, ended by a zero length. Empty when `unwind_info` is off or
+    /// the target has no System V unwind information. For an unwinder other than this
+    /// process's: code run in another process or under an emulator, or an embedder that
+    /// registers frames itself.
+    pub fn jit_eh_frame(
         &self,
         address_of: impl Fn(FuncId) -> *const u8,
-    ) -> Result<JitFrames, EmitError> {
-        let mut frames = JitFrames {
-            buffer: Vec::new(),
-            registered: Vec::new(),
-        };
-        if !self.enabled {
-            return Ok(frames);
-        }
-        let Some(cie) = self.cie.clone() else {
-            return Ok(frames);
+    ) -> Result<Vec<u8>, EmitError> {
+        let (true, Some(cie)) = (self.enabled, self.cie.clone()) else {
+            return Ok(Vec::new());
         };
         if self.system_v().next().is_none() {
-            return Ok(frames);
+            return Ok(Vec::new());
         }
         // Absolute addresses (the CIE's default encoding): the code does not move.
         let mut table = FrameTable::default();
@@ -308,6 +311,29 @@ impl Frames {
         let mut bytes = eh_frame.0.into_vec();
         // libgcc reads entries until one of length zero.
         bytes.extend_from_slice(&[0; 4]);
+        Ok(bytes)
+    }
+
+    /// Register the FDEs of functions that are now at `address_of(id)` with this process's
+    /// unwinder ([`Frames::jit_eh_frame`]). Call it after the JIT module's
+    /// `finalize_definitions()`; keep the result as long as the code may run (dropping it
+    /// deregisters the frames). Code for another architecture (a JIT image run elsewhere)
+    /// is not this process's to unwind: nothing is registered for it.
+    pub fn register_jit(
+        &self,
+        address_of: impl Fn(FuncId) -> *const u8,
+    ) -> Result<JitFrames, EmitError> {
+        let mut frames = JitFrames {
+            buffer: Vec::new(),
+            registered: Vec::new(),
+        };
+        if !self.host_code {
+            return Ok(frames);
+        }
+        let bytes = self.jit_eh_frame(address_of)?;
+        if bytes.is_empty() {
+            return Ok(frames);
+        }
         // Aligned for the unwinder's word reads.
         let mut buffer = vec![0u64; bytes.len().div_ceil(8)];
         // SAFETY: `buffer` has at least `bytes.len()` bytes.

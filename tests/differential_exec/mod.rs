@@ -23,6 +23,8 @@
 
 pub mod gen;
 pub mod jit_image;
+#[path = "../common/jit_region.rs"]
+pub mod jit_region;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,0 +1,183 @@
+//! A fixed-address memory region for cranelift-jit, so that code JIT-compiled for another
+//! architecture can run elsewhere: the JIT module allocates from one mapping of this
+//! process at an address chosen to be free in a qemu guest too, the finalized mapping is
+//! written out as an image, and a C or C++ loader maps it at the same address (every
+//! address cranelift-jit resolved stays right). Imports resolve to stubs in the region's
+//! first page (`ldr x16, #8; br x16; .quad address`, aarch64) that the loader fills with
+//! its own functions' addresses. Shared by the differential tests (`jit_image`) and
+//! `tests/unwind.rs`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use cranelift_jit::{BranchProtection, JITMemoryKind, JITMemoryProvider};
+use cranelift_module::ModuleResult;
+
+/// Where regions go: this far apart from `FIRST_BASE`, one per build, in an address range
+/// that neither this process nor qemu's guest uses otherwise.
+const FIRST_BASE: usize = 0x2000_0000_0000;
+const REGION_BYTES: usize = 64 << 20;
+/// The first page holds the import stubs, 16 bytes each.
+const STUB_PAGE: usize = 4096;
+const STUB_BYTES: usize = 16;
+
+/// One mapping at a fixed address that cranelift-jit allocates from (code, read-only and
+/// writable data alike), never made executable here: the code runs in the loader.
+pub struct Region {
+    base: *mut u8,
+    /// The end of what was allocated, shared with the provider.
+    used: Arc<AtomicUsize>,
+}
+
+// The region is only touched by the thread that builds into it.
+unsafe impl Send for Region {}
+
+static NEXT_REGION: AtomicUsize = AtomicUsize::new(0);
+
+impl Region {
+    /// A fresh region at an address nothing else in this process (or in another test
+    /// process) has mapped.
+    pub fn new() -> Result<Region, String> {
+        for _ in 0..4096 {
+            let k = NEXT_REGION.fetch_add(1, Ordering::Relaxed);
+            let want = FIRST_BASE + k * REGION_BYTES;
+            // SAFETY: a new anonymous mapping; MAP_FIXED_NOREPLACE never replaces one.
+            let got = unsafe {
+                libc::mmap(
+                    want as *mut libc::c_void,
+                    REGION_BYTES,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE
+                        | libc::MAP_ANONYMOUS
+                        | libc::MAP_NORESERVE
+                        | libc::MAP_FIXED_NOREPLACE,
+                    -1,
+                    0,
+                )
+            };
+            if got as usize == want {
+                return Ok(Region {
+                    base: got as *mut u8,
+                    used: Arc::new(AtomicUsize::new(STUB_PAGE)),
+                });
+            }
+            if got != libc::MAP_FAILED {
+                // An old kernel took the address as a hint only.
+                unsafe { libc::munmap(got, REGION_BYTES) };
+            }
+        }
+        Err("no free address for a JIT image region".into())
+    }
+
+    pub fn base(&self) -> usize {
+        self.base as usize
+    }
+
+    /// A provider for cranelift-jit that allocates from this region (which stays this
+    /// value's to read and unmap: the provider shares its pointer).
+    pub fn provider(&self) -> Box<dyn JITMemoryProvider + Send> {
+        Box::new(Provider {
+            base: self.base,
+            used: self.used.clone(),
+        })
+    }
+
+    /// The bytes from the region's start to the end of the last allocation.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The region's bytes up to `len` (everything cranelift-jit allocated lies below the
+    /// highest address it returned).
+    pub fn bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: the mapping is REGION_BYTES long and readable.
+        unsafe { std::slice::from_raw_parts(self.base, len.min(REGION_BYTES)) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`; the module that allocated from it is gone.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, REGION_BYTES) };
+    }
+}
+
+struct Provider {
+    base: *mut u8,
+    used: Arc<AtomicUsize>,
+}
+
+unsafe impl Send for Provider {}
+
+impl JITMemoryProvider for Provider {
+    fn allocate(
+        &mut self,
+        size: usize,
+        align: u64,
+        _kind: JITMemoryKind,
+    ) -> std::io::Result<*mut u8> {
+        let align = (align as usize).max(16);
+        let at = self.used.load(Ordering::Relaxed).div_ceil(align) * align;
+        if at + size > REGION_BYTES {
+            return Err(std::io::Error::other("the JIT image region is full"));
+        }
+        self.used.store(at + size, Ordering::Relaxed);
+        // SAFETY: inside the mapping.
+        Ok(unsafe { self.base.add(at) })
+    }
+
+    unsafe fn free_memory(&mut self) {}
+
+    fn finalize(&mut self, _: BranchProtection) -> ModuleResult<()> {
+        // Never executed here: the loader maps it executable.
+        Ok(())
+    }
+}
+
+/// The address of import `name`'s stub in a region at `base`, where the loader fills one
+/// stub per entry of `imports` (the name cranelift-jit looks up, and the C expression of
+/// its address in the loader), in order.
+pub fn stub_address(base: usize, imports: &[(&str, &str)], name: &str) -> Option<usize> {
+    let i = imports.iter().position(|(n, _)| *n == name)?;
+    Some(base + i * STUB_BYTES)
+}
+
+/// The loader's part of a C or C++ harness (`load_image()`): map `image` (written from a
+/// region at `base`, `len` bytes) at `base`, fill a stub per entry of `imports` (see
+/// [`stub_address`]), make it executable. Valid C and C++; the harness includes `<stdint.h>` and `<stdio.h>`
+/// before it.
+pub fn loader_c(
+    image: &std::path::Path,
+    base: usize,
+    len: usize,
+    imports: &[(&str, &str)],
+) -> String {
+    let mut s = String::from(
+        "#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n#include <sys/mman.h>\n",
+    );
+    s.push_str("static void load_image(void) {\n");
+    s.push_str(&format!(
+        "  void *want = (void *)0x{base:x}ull;\n  size_t len = {len}u;\n  size_t mapped = (len + 65535) & ~(size_t)65535;\n"
+    ));
+    s.push_str(
+        "  void *p = mmap(want, mapped, PROT_READ | PROT_WRITE, \
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);\n\
+         \x20 if (p != want) { perror(\"mmap of the JIT image\"); exit(3); }\n",
+    );
+    s.push_str(&format!(
+        "  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(p, 1, len, f) != len) {{ perror(\"the JIT image\"); exit(3); }}\n  fclose(f);\n",
+        image.display()
+    ));
+    s.push_str("  uint32_t *stub;\n");
+    for (i, (_, address)) in imports.iter().enumerate() {
+        s.push_str(&format!(
+            "  stub = (uint32_t *)((char *)p + {});\n  stub[0] = 0x58000050u; /* ldr x16, #8 */\n  stub[1] = 0xd61f0200u; /* br x16 */\n  {{ uint64_t to = (uint64_t)(uintptr_t){address}; memcpy(&stub[2], &to, 8); }}\n",
+            i * STUB_BYTES
+        ));
+    }
+    s.push_str(
+        "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n\
+         \x20 __builtin___clear_cache((char *)p, (char *)p + len);\n}\n",
+    );
+    s
+}
