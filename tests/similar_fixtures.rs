@@ -20,7 +20,9 @@
 //!   (the same text but for the name) and no thunk: they needed no parameter;
 //! - `; expect: flags %a <flags>, <flags>, ...` the body `%a` runs after merge-similar (its
 //!   group's shared body, or its own) has these memory flags on its memory accesses, in
-//!   layout order, as CLIF prints them without the alias region (`-` for none).
+//!   layout order, as CLIF prints them without the alias region (`-` for none);
+//! - `; expect: selects %a <n>` the body `%a` runs after merge-similar has `n` `select`
+//!   instructions.
 //!
 //! Every function must be named by a directive. The rewritten module must pass Cranelift's
 //! verifier (with the x86_64 ISA), and each function left alone must be unchanged.
@@ -77,6 +79,7 @@ fn run_fixture(path: &Path) {
     let mut alone: Vec<String> = Vec::new();
     let mut equal: Vec<BTreeSet<String>> = Vec::new();
     let mut flags: Vec<(String, String)> = Vec::new();
+    let mut selects: Vec<(String, usize)> = Vec::new();
     let mut directives = 0;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("; linkage:") {
@@ -143,6 +146,10 @@ fn run_fixture(path: &Path) {
             "flags" => {
                 named.insert(words[1].to_string());
                 flags.push((words[1].to_string(), words[2..].join(" ")));
+            }
+            "selects" => {
+                named.insert(words[1].to_string());
+                selects.push((words[1].to_string(), words[2].parse().unwrap()));
             }
             "alone" => {
                 alone.extend(words[1..].iter().map(|w| w.to_string()));
@@ -246,11 +253,28 @@ fn run_fixture(path: &Path) {
         equal.len(),
         "{file}: functions made equal beyond the expected ones: {report:?}"
     );
+    let body_run_by = |name: &String| match report.groups.iter().find(|g| g.members.contains(name))
+    {
+        Some(g) => lookup(&g.body),
+        None => lookup(name),
+    };
+    for (name, expected) in &selects {
+        let body = body_run_by(name);
+        let got = body
+            .layout
+            .blocks()
+            .flat_map(|block| body.layout.block_insts(block))
+            .filter(|&inst| body.dfg.insts[inst].opcode() == cranelift_codegen::ir::Opcode::Select)
+            .count();
+        assert_eq!(
+            got,
+            *expected,
+            "{file}: selects in the body {name} runs:\n{}",
+            body.display()
+        );
+    }
     for (name, expected) in &flags {
-        let body = match report.groups.iter().find(|g| g.members.contains(name)) {
-            Some(g) => lookup(&g.body),
-            None => lookup(name),
-        };
+        let body = body_run_by(name);
         let mut got: Vec<String> = Vec::new();
         for block in body.layout.blocks() {
             for inst in body.layout.block_insts(block) {

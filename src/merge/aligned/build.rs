@@ -11,8 +11,10 @@
 //! - a pair of instructions equal up to their value operands (entities compared after
 //!   importing both into the body: callees by name, memory flags by content, ...) becomes
 //!   one instruction; an operand whose two values differ reads `select(id, left, right)`
-//!   (one per block for the same two values). Block arguments are operands, so the
-//!   paired blocks' parameters are the phis of both members;
+//!   (one per block for the same two values), and the two operands of a commutative
+//!   integer instruction (`x + y` against `y + x`) are read in whichever order needs
+//!   fewer selects. Block arguments are operands, so the paired blocks' parameters are
+//!   the phis of both members;
 //! - a pair of direct calls (`call`, `return_call`, `try_call`) equal but for the function
 //!   called, of one signature, becomes the indirect call of `select(id, func_addr left,
 //!   func_addr right)`;
@@ -868,12 +870,25 @@ impl<'a> Builder<'a> {
         if lv.len() != rv.len() {
             return None;
         }
-        let mut merged = Vec::with_capacity(lv.len());
+        let mut pairs = Vec::with_capacity(lv.len());
         for (&a, &b) in lv.iter().zip(&rv) {
-            let (ma, mb) = (self.value(Side::Left, a), self.value(Side::Right, b));
+            pairs.push((self.value(Side::Left, a), self.value(Side::Right, b)));
             if self.failed {
                 return None;
             }
+        }
+        // The right member's two operands of a commutative instruction, read the other way
+        // round when that needs fewer selects (`x + y` against `y + x`).
+        if let [(l0, r0), (l1, r1)] = pairs[..] {
+            if commutes(&lf.dfg.insts[l])
+                && usize::from(l0 != r1) + usize::from(l1 != r0)
+                    < usize::from(l0 != r0) + usize::from(l1 != r1)
+            {
+                pairs = vec![(l0, r1), (l1, r0)];
+            }
+        }
+        let mut merged = Vec::with_capacity(pairs.len());
+        for (ma, mb) in pairs {
             if ma == mb {
                 merged.push(ma);
             } else {
@@ -1178,5 +1193,35 @@ impl InstructionMapper for Mapper<'_, '_, '_> {
 
     fn map_mem_flags(&mut self, flags: ir::MemFlags) -> ir::MemFlags {
         self.b.mem_flags(self.side, flags)
+    }
+}
+
+/// Whether `data` gives the same result with its two value operands exchanged: integer
+/// additions, multiplications (high halves too), bitwise and/or/xor, minimums and
+/// maximums, and comparisons for (in)equality. Float arithmetic is left out: which NaN it
+/// returns may depend on the operands' order.
+fn commutes(data: &InstructionData) -> bool {
+    match *data {
+        InstructionData::Binary { opcode, .. } => matches!(
+            opcode,
+            Opcode::Iadd
+                | Opcode::Imul
+                | Opcode::Umulhi
+                | Opcode::Smulhi
+                | Opcode::Band
+                | Opcode::Bor
+                | Opcode::Bxor
+                | Opcode::Smin
+                | Opcode::Smax
+                | Opcode::Umin
+                | Opcode::Umax
+        ),
+        InstructionData::IntCompare { cond, .. } => {
+            matches!(
+                cond,
+                ir::condcodes::IntCC::Equal | ir::condcodes::IntCC::NotEqual
+            )
+        }
+        _ => false,
     }
 }
