@@ -14,7 +14,8 @@
 //! of a helper, a missing instruction, an operation at another width or extended by the
 //! other opcode, signed for unsigned division, another branch condition, another block
 //! argument to a join or a loop header, an extra instruction in a loop body, an extra
-//! block, or an entry that reads its frame where its template does not. Their templates
+//! block, an entry that reads its frame where its template does not, or a binary
+//! operation with its operands exchanged (commutative or not). Their templates
 //! also have what only they have: a counted loop, a branch on a comparison, signed
 //! division. [`Program::near_twin_pairs`] counts the pairs of members that differ by an
 //! edit, [`Program::edits`] the members each kind changed.
@@ -263,10 +264,13 @@ pub enum Edit {
     ExtraBlock,
     /// The entry stores its return address and frame pointer (the template does not).
     ReadsFrame,
+    /// The template's binary operation with its two operands exchanged: the same result
+    /// when it commutes (`iadd`, `imul`, `band`, ...), another when not (`isub`).
+    Commuted,
 }
 
 impl Edit {
-    pub const ALL: [Edit; 13] = [
+    pub const ALL: [Edit; 14] = [
         Edit::ExtraPure,
         Edit::ExtraStore,
         Edit::ExtraCall,
@@ -280,6 +284,7 @@ impl Edit {
         Edit::LoopArg,
         Edit::ExtraBlock,
         Edit::ReadsFrame,
+        Edit::Commuted,
     ];
 
     pub fn name(self) -> &'static str {
@@ -297,6 +302,7 @@ impl Edit {
             Edit::LoopArg => "loop-arg",
             Edit::ExtraBlock => "extra-block",
             Edit::ReadsFrame => "reads-frame",
+            Edit::Commuted => "commuted",
         }
     }
 
@@ -600,11 +606,18 @@ impl<'a> Writer<'a> {
             0 | 1 => {
                 let op = self.pick_binop();
                 let missing = self.edit(Edit::Missing).is_some();
+                let commuted = self.edit(Edit::Commuted).is_some();
                 let a = self.extra_pure(a, b);
                 if missing {
                     self.applied(Edit::Missing);
                     return a;
                 }
+                let (a, b) = if commuted && a != b {
+                    self.applied(Edit::Commuted);
+                    (b, a)
+                } else {
+                    (a, b)
+                };
                 let r = self.value();
                 let line = format!("{} = {op} {}, {}", self.v(r), self.v(a), self.v(b));
                 self.line(&line);
