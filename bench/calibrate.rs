@@ -7,13 +7,15 @@
 //!   the body's alignment) and its features taken;
 //! - every group merge-similar would consider (`similar_candidates`, aliases mode) is
 //!   built, and its shared body and CLIF thunks compiled too: they are what the estimate is
-//!   asked about;
+//!   asked about; so is every pair alignment merging's first search finds
+//!   (`aligned_candidates`), its merged body and thunks;
 //! - the weights are fitted on all of it (`estimate::fit`), and also with each corpus left
 //!   out, to report the error on functions the fit never saw;
 //! - the error is reported per corpus: mean, median and 90th percentile of
 //!   |estimate − compiled| / compiled over the functions, the whole module's error, and
 //!   the group decisions (merge when body + thunks < members) that differ between the
-//!   estimate and the compiled sizes, with the bytes those differences cost.
+//!   estimate and the compiled sizes, with the bytes those differences cost, for groups
+//!   with holes and for aligned pairs apart.
 //!
 //! `cargo bench --bench calibrate` prints the tables (7 s on 2 cores, once built);
 //! `CLIF_MERGE_WRITE_WEIGHTS=1 cargo bench --bench calibrate` also rewrites
@@ -30,7 +32,7 @@ use clif_merge::emit::build_isa;
 use clif_merge::emit::compile::text_size;
 use clif_merge::estimate::fit::{self, errors, features_of, Errors, FitOptions, Fitted, Sample};
 use clif_merge::estimate::SizeModel;
-use clif_merge::merge::similar::{similar_candidates, CodeFacts};
+use clif_merge::merge::similar::{aligned_candidates, similar_candidates, CodeFacts};
 use clif_merge::merge::{FuncIndex, MergeMode, MergeOptions, Module};
 use clif_merge::TargetInfo;
 use cranelift_codegen::ir::Function;
@@ -62,6 +64,8 @@ struct Group {
     candidate: clif_merge::merge::similar::SimilarCandidate,
     /// The module (of the set's modules) it was built from.
     module: usize,
+    /// A pair merged by alignment rather than a group with holes.
+    aligned: bool,
 }
 
 impl Group {
@@ -185,10 +189,18 @@ fn measure_module(
         mode: MergeMode::Aliases,
         ..Default::default()
     };
-    let candidates = similar_candidates(module, target, isa, &options);
+    let candidates = similar_candidates(module, target, isa, &options)
+        .into_iter()
+        .map(|c| (c, false))
+        .chain(
+            aligned_candidates(module, target, isa, &options)
+                .into_iter()
+                .map(|c| (c, true)),
+        )
+        .collect::<Vec<_>>();
     let results: Vec<Option<(Group, Vec<Measured>)>> = candidates
         .into_par_iter()
-        .map(|candidate| {
+        .map(|(candidate, aligned)| {
             let members = candidate
                 .members
                 .iter()
@@ -210,6 +222,7 @@ fn measure_module(
                 thunks,
                 candidate,
                 module: index,
+                aligned,
             };
             built.push(body);
             Some((group, built))
@@ -263,9 +276,10 @@ struct Decisions {
     before_after: Vec<(f64, f64)>,
 }
 
-fn decisions(data: &CorpusData, facts: &Facts) -> Decisions {
+/// The decisions on `data`'s groups with holes, or on its aligned pairs.
+fn decisions(data: &CorpusData, facts: &Facts, aligned: bool) -> Decisions {
     let mut d = Decisions::default();
-    for g in &data.groups {
+    for g in data.groups.iter().filter(|g| g.aligned == aligned) {
         let (tb, ta) = g.truth();
         let (eb, ea) = g.candidate.cost(&data.modules[g.module], facts);
         let truth = ta < tb;
@@ -286,6 +300,19 @@ fn decisions(data: &CorpusData, facts: &Facts) -> Decisions {
         d.before_after.push((ea as f64, ta as f64));
     }
     d
+}
+
+/// The two kinds of decisions reported apart: groups with holes, and aligned pairs.
+const KINDS: [(bool, &str); 2] = [(false, "group decisions"), (true, "aligned pair decisions")];
+
+/// The estimate's error on the bodies of `data`'s aligned pairs.
+fn aligned_body_errors(data: &CorpusData, model: &SizeModel) -> Errors {
+    errors(
+        data.groups
+            .iter()
+            .filter(|g| g.aligned)
+            .map(|g| (model.estimate(&g.candidate.body) as f64, g.body as f64)),
+    )
 }
 
 fn function_errors(data: &CorpusData, model: &SizeModel) -> Errors {
@@ -428,18 +455,28 @@ fn main() {
             isa: &*isa,
             model: committed,
         };
-        let rows: Vec<(&str, Decisions)> = data
+        for (aligned, what) in KINDS {
+            let rows: Vec<(&str, Decisions)> = data
+                .iter()
+                .map(|d| (d.name, decisions(d, &facts, aligned)))
+                .collect();
+            print_decisions(&format!("committed weights, {what}:"), &rows);
+        }
+        let aligned_bodies: Vec<(&str, Errors)> = data
             .iter()
-            .map(|d| (d.name, decisions(d, &facts)))
+            .map(|d| (d.name, aligned_body_errors(d, committed)))
             .collect();
-        print_decisions("committed weights, group decisions:", &rows);
+        print_errors(
+            "committed weights, bodies merged by alignment:",
+            &aligned_bodies,
+        );
         if !full {
             continue;
         }
 
         // Each corpus estimated by weights fitted on the other two.
         let mut held_out_errors = Vec::new();
-        let mut held_out_decisions = Vec::new();
+        let mut held_out_decisions = [Vec::new(), Vec::new()];
         for (i, d) in data.iter().enumerate() {
             let others = data
                 .iter()
@@ -452,16 +489,20 @@ fn main() {
                 isa: &*isa,
                 model: &model,
             };
-            held_out_decisions.push((d.name, decisions(d, &facts)));
+            for (rows, (aligned, _)) in held_out_decisions.iter_mut().zip(KINDS) {
+                rows.push((d.name, decisions(d, &facts, aligned)));
+            }
         }
         print_errors(
             "each set left out of the fit (fitted on the others), every function:",
             &held_out_errors,
         );
-        print_decisions(
-            "each set left out of the fit (fitted on the others), group decisions:",
-            &held_out_decisions,
-        );
+        for (rows, (_, what)) in held_out_decisions.iter().zip(KINDS) {
+            print_decisions(
+                &format!("each set left out of the fit (fitted on the others), {what}:"),
+                rows,
+            );
+        }
 
         // Fitted on everything.
         let fitted = fit::fit(&samples(data.iter()), &options);
@@ -501,14 +542,16 @@ fn main() {
             isa: &*isa,
             model: &model,
         };
-        let rows: Vec<(&str, Decisions)> = data
-            .iter()
-            .map(|d| (d.name, decisions(d, &facts)))
-            .collect();
-        print_decisions(
-            "fitted on every set (the corpora and the fixtures), group decisions:",
-            &rows,
-        );
+        for (aligned, what) in KINDS {
+            let rows: Vec<(&str, Decisions)> = data
+                .iter()
+                .map(|d| (d.name, decisions(d, &facts, aligned)))
+                .collect();
+            print_decisions(
+                &format!("fitted on every set (the corpora and the fixtures), {what}:"),
+                &rows,
+            );
+        }
         tables.push((table, fitted));
     }
     if full && write {

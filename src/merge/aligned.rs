@@ -106,16 +106,12 @@ pub fn merge_aligned(
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
 ) -> (Vec<MergedPair>, usize) {
-    let mut free = free.to_vec();
-    free.sort_unstable();
-    free.dedup();
-    let (free, keys) = with_possible_partners(module, &free);
-    // Each function linearised and signed once, for every round.
-    let linearised: Vec<Linearised> = free
-        .par_iter()
-        .map(|&f| linearise(&module.get(f).func, target))
-        .collect();
-    let signatures: Vec<Option<Signature>> = linearised.par_iter().map(signature_of).collect();
+    let Prepared {
+        free,
+        keys,
+        linearised,
+        signatures,
+    } = prepare(module, target, free);
     // Each function's size estimated once, when it is first in a candidate pair (a function
     // may be in several; most are in none).
     let sizes: Vec<OnceLock<u64>> = free.iter().map(|_| OnceLock::new()).collect();
@@ -143,6 +139,74 @@ pub fn merge_aligned(
         merged.extend(found);
     }
     (merged, failed_verifier)
+}
+
+/// The functions of a search, each linearised and signed once for every round.
+struct Prepared {
+    /// The functions with a possible partner ([`with_possible_partners`]), in index order.
+    free: Vec<FuncIndex>,
+    /// Each one's pairing key, numbered.
+    keys: Vec<u32>,
+    linearised: Vec<Linearised>,
+    signatures: Vec<Option<Signature>>,
+}
+
+fn prepare(module: &Module, target: &TargetInfo, free: &[FuncIndex]) -> Prepared {
+    let mut free = free.to_vec();
+    free.sort_unstable();
+    free.dedup();
+    let (free, keys) = with_possible_partners(module, &free);
+    let linearised: Vec<Linearised> = free
+        .par_iter()
+        .map(|&f| linearise(&module.get(f).func, target))
+        .collect();
+    let signatures = linearised.par_iter().map(signature_of).collect();
+    Prepared {
+        free,
+        keys,
+        linearised,
+        signatures,
+    }
+}
+
+/// Every pair the first candidate search finds among `free`, built whether it pays or not
+/// and whichever other pairs its members are in: what the cost model is asked about, for
+/// calibrating it against compiled sizes. `thunk` as for [`merge_aligned`].
+pub fn candidate_pairs(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    free: &[FuncIndex],
+    thunk: &ThunkWriter<'_>,
+) -> Vec<MergedPair> {
+    let prepared = prepare(module, target, free);
+    let pairs = candidates_among(
+        &prepared.free,
+        &prepared.signatures,
+        Some(&prepared.keys),
+        &CandidateOptions::default(),
+    );
+    pairs
+        .par_iter()
+        .filter_map(|p| {
+            let at = |f| {
+                prepared
+                    .free
+                    .binary_search(&f)
+                    .expect("a candidate is free")
+            };
+            let bytes = |f: FuncIndex| isa.text_size(&module.get(f).func);
+            let pair = PairToTry {
+                members: [p.left, p.right],
+                linearised: [
+                    &prepared.linearised[at(p.left)],
+                    &prepared.linearised[at(p.right)],
+                ],
+                member_bytes: [bytes(p.left), bytes(p.right)],
+            };
+            try_pair(module, target, isa, &pair, false, thunk).ok()
+        })
+        .collect()
 }
 
 /// What two functions must have in common for [`try_pair`] to build their body, hashed:

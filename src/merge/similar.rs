@@ -282,6 +282,33 @@ pub fn similar_candidates(
         .collect()
 }
 
+/// Every pair alignment merging's first search finds among the representatives that no
+/// group with holes would take, built (body and thunks) but not weighed, whatever other
+/// pair its members are in: for calibrating and testing the cost model on what alignment
+/// merging asks it ([`super::aligned::candidate_pairs`]).
+pub fn aligned_candidates(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    options: &MergeOptions,
+) -> Vec<SimilarCandidate> {
+    let analysis = analyse(module, target, options);
+    let taken = analysis
+        .candidates
+        .iter()
+        .flat_map(|c| c.members.iter().copied());
+    let free = left_for_alignment(module, &analysis.siblings, taken);
+    let identifier = identifier_thunks(module, isa);
+    super::aligned::candidate_pairs(module, target, isa, &free, &identifier)
+        .into_iter()
+        .map(|(merged, thunks)| SimilarCandidate {
+            members: vec![merged.left, merged.right],
+            body: merged.body,
+            thunks,
+        })
+        .collect()
+}
+
 /// The classes of equal functions, the representatives' holes, and the groups that fit
 /// the parameter limit.
 struct Analysis {
@@ -641,6 +668,21 @@ impl Replaced {
     }
 }
 
+/// The functions alignment merging may pair, in index order: the representatives of
+/// their classes of equal functions (classmates after the first are represented by it)
+/// that are not `taken` by a group with holes.
+fn left_for_alignment(
+    module: &Module,
+    siblings: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    taken: impl Iterator<Item = FuncIndex>,
+) -> Vec<FuncIndex> {
+    let mut busy: HashSet<FuncIndex> = taken.collect();
+    for f in module.indices() {
+        busy.extend(siblings[f].iter().skip(1).copied());
+    }
+    module.indices().filter(|f| !busy.contains(f)).collect()
+}
+
 /// The pairs alignment merging takes among the representatives that no group of holes
 /// took ([`super::aligned`]), as candidates with their bodies and thunks, each named.
 #[allow(clippy::too_many_arguments)]
@@ -654,18 +696,11 @@ fn aligned_pairs(
     made_equal: &[(Vec<FuncIndex>, Function)],
     in_use: &mut HashSet<String>,
 ) -> (Vec<(Candidate, Built, FuncName)>, usize) {
-    let mut busy: std::collections::HashSet<FuncIndex> = std::collections::HashSet::new();
-    for f in module.indices() {
-        // Classmates after the first are represented by it.
-        busy.extend(siblings[f].iter().skip(1).copied());
-    }
-    busy.extend(
-        accepted
-            .iter()
-            .flat_map(|(c, _, _)| c.members.iter().copied()),
-    );
-    busy.extend(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
-    let free: Vec<FuncIndex> = module.indices().filter(|f| !busy.contains(f)).collect();
+    let taken = accepted
+        .iter()
+        .flat_map(|(c, _, _)| c.members.iter().copied())
+        .chain(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
+    let free = left_for_alignment(module, siblings, taken);
     let identifier = identifier_thunks(module, isa);
     let (merged, failed) =
         super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier);
