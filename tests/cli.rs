@@ -1654,3 +1654,74 @@ fn explain_with_merge_similar_lists_the_holes_and_the_shared_body() {
     assert!(text.contains("with holes they still differ"), "{text}");
     assert!(text.contains("memory flags"), "{text}");
 }
+
+/// cranelift-object panics on a relocation its object format cannot hold; the command
+/// says which function and what to do instead. aarch64 code compiled with `is_pic` (the
+/// command's default) reaches other functions through the GOT, which cranelift-object
+/// writes into ELF and Mach-O only: for Windows on aarch64 (COFF) the run fails with
+/// status 1, names the function and suggests `--set is_pic=false`, and writes nothing;
+/// with it, the object is arm64 COFF, and links into a DLL when `lld-link` is installed.
+#[test]
+fn an_object_format_that_cannot_hold_a_relocation_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.obj");
+    let fixture = fixture("unwind/throw_through.clif");
+    let triple = "aarch64-pc-windows-msvc";
+    let message = run([
+        fixture.as_os_str(),
+        "--target".as_ref(),
+        triple.as_ref(),
+        "--merge-functions".as_ref(),
+        "aliases".as_ref(),
+        "--merge-similar".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+    .error();
+    assert!(
+        message.contains("defining %") && message.contains("--set is_pic=false"),
+        "the message names the function and the way out: {message}"
+    );
+    assert!(!out.exists(), "a failed run wrote an object");
+
+    run([
+        fixture.as_os_str(),
+        "--target".as_ref(),
+        triple.as_ref(),
+        "--set".as_ref(),
+        "is_pic=false".as_ref(),
+        "--merge-functions".as_ref(),
+        "aliases".as_ref(),
+        "--merge-similar".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+    .ok();
+    let bytes = std::fs::read(&out).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    assert_eq!(file.format(), object::BinaryFormat::Coff);
+    assert_eq!(file.architecture(), object::Architecture::Aarch64);
+    let have_lld_link = Command::new("lld-link")
+        .arg("/?")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_lld_link {
+        eprintln!("skipping the link: needs lld-link (Debian: lld)");
+        return;
+    }
+    // No entry point and `cb` left unresolved: every relocation of the object resolved by
+    // the linker, nothing run.
+    let dll = dir.path().join("m.dll");
+    let link = Command::new("lld-link")
+        .args(["/dll", "/noentry", "/machine:arm64", "/force:unresolved"])
+        .arg(format!("/out:{}", dll.display()))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        link.status.success() && dll.exists(),
+        "lld-link failed: {}",
+        String::from_utf8_lossy(&link.stderr)
+    );
+}

@@ -272,8 +272,14 @@ pub fn define_all<M: CraneliftModule>(
         let own = own_id.get(&f) == Some(&id);
         match job {
             Job::Code(code) | Job::Copy(code) => {
-                m.define_function_bytes(id, code.alignment, &code.bytes, &rename(code, id)?)
-                    .map_err(|e| module_error(context(), e))?;
+                define_bytes(
+                    m,
+                    id,
+                    code.alignment,
+                    &code.bytes,
+                    &rename(code, id)?,
+                    context,
+                )?;
                 frames.add(id, code.bytes.len(), code.unwind.as_ref());
                 if own {
                     summary.sizes.own[f] = padded(code.bytes.len(), code.alignment);
@@ -285,14 +291,19 @@ pub fn define_all<M: CraneliftModule>(
                 }
             }
             Job::Jump(thunk) => {
-                m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &[thunk.reloc])
-                    .map_err(|e| module_error(context(), e))?;
+                define_bytes(
+                    m,
+                    id,
+                    thunk.alignment,
+                    &thunk.bytes,
+                    &[thunk.reloc],
+                    context,
+                )?;
                 summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
             }
             Job::Empty => {
-                m.define_function_bytes(id, 1, &[], &[])
-                    .map_err(|e| module_error(context(), e))?;
+                define_bytes(m, id, 1, &[], &[], context)?;
             }
             Job::Clif(body) => {
                 let func = clif_thunk(
@@ -326,8 +337,7 @@ pub fn define_all<M: CraneliftModule>(
                         _ => r.clone(),
                     })
                     .collect();
-                m.define_function_bytes(id, thunk.alignment, &thunk.bytes, &relocs)
-                    .map_err(|e| module_error(context(), e))?;
+                define_bytes(m, id, thunk.alignment, &thunk.bytes, &relocs, context)?;
                 frames.add(id, thunk.bytes.len(), thunk.unwind.as_ref());
                 summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
@@ -375,6 +385,48 @@ fn existing_id(name: &FuncName) -> Result<FuncId, EmitError> {
         other => Err(EmitError::Object(format!(
             "{other} is not a function the module declared (expected u0:N)"
         ))),
+    }
+}
+
+/// `m.define_function_bytes(..)`, with a panic of the module turned into an error that
+/// names the function (`context`): cranelift-object panics, rather than returning an
+/// error, on a relocation its object format cannot hold (aarch64's GOT and page
+/// relocations in COFF, TLS relocations outside ELF and Mach-O).
+fn define_bytes<M: CraneliftModule>(
+    m: &mut M,
+    id: FuncId,
+    alignment: u64,
+    bytes: &[u8],
+    relocs: &[ModuleReloc],
+    context: impl Fn() -> String,
+) -> Result<(), EmitError> {
+    let defined = crate::guard::unpanicked(|| {
+        m.define_function_bytes(id, alignment, bytes, relocs)
+            .map_err(Box::new)
+    });
+    match defined {
+        Ok(result) => result.map_err(|e| module_error(context(), *e)),
+        Err(panic) => {
+            let isa = m.isa();
+            // aarch64 code compiled with `is_pic` reaches other symbols through the GOT.
+            let aarch64 = matches!(
+                isa.triple().architecture,
+                target_lexicon::Architecture::Aarch64(_)
+            );
+            let hint = match aarch64 && isa.flags().is_pic() {
+                true => {
+                    "; aarch64 code compiled with `is_pic` loads addresses through the GOT, \
+                     which cranelift-object writes into ELF and Mach-O objects only: try \
+                     `--set is_pic=false`"
+                }
+                false => "",
+            };
+            Err(EmitError::Object(format!(
+                "{}: the object writer cannot write this code into a {} object ({panic}){hint}",
+                context(),
+                isa.triple().binary_format
+            )))
+        }
     }
 }
 
