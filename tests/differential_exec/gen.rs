@@ -472,6 +472,18 @@ impl<'a> Writer<'a> {
         block.1.push('\n');
     }
 
+    /// A helper's entry block with the two parameters of `sig`, and those parameters as
+    /// `i64` values.
+    fn helper_entry(&mut self, sig: HelperSig) -> (u32, u32) {
+        let (pa, pb) = (self.value(), self.value());
+        let b0 = self.block();
+        let [ta, tb] = sig.params();
+        self.start_block(b0, &[(pa, ta), (pb, tb)]);
+        let a = self.convert_to_i64(pa, ta);
+        let b = self.convert_to_i64(pb, tb);
+        (a, b)
+    }
+
     fn start_block(&mut self, b: u32, params: &[(u32, &str)]) {
         let params: Vec<String> = params
             .iter()
@@ -1373,12 +1385,8 @@ fn helper(
     ops: usize,
 ) -> String {
     let mut w = Writer::new(seed, variant, name, helpers, level);
-    let (pa, pb) = (w.value(), w.value());
-    let b0 = w.block();
+    let (a, b) = w.helper_entry(sig);
     let [ta, tb] = sig.params();
-    w.start_block(b0, &[(pa, ta), (pb, tb)]);
-    let a = w.convert_to_i64(pa, ta);
-    let b = w.convert_to_i64(pb, tb);
     let result = if recursion == Recursion::None {
         w.body(&[a, b], None, false, ops)
     } else {
@@ -1483,12 +1491,7 @@ fn constant_swap_helper(
     ops: usize,
 ) -> String {
     let mut w = Writer::new(seed, Variant::SAME, name, &[], 0);
-    let (pa, pb) = (w.value(), w.value());
-    let b0 = w.block();
-    let [ta, tb] = sig.params();
-    w.start_block(b0, &[(pa, ta), (pb, tb)]);
-    let a = w.convert_to_i64(pa, ta);
-    let b = w.convert_to_i64(pb, tb);
+    let (a, b) = w.helper_entry(sig);
     let mut pool = vec![a, b];
     for _ in 0..ops {
         let v = w.op(&pool, None, false);
