@@ -416,8 +416,8 @@ fn define_bytes<M: CraneliftModule>(
             let hint = match aarch64 && isa.flags().is_pic() {
                 true => {
                     "; aarch64 code compiled with `is_pic` loads addresses through the GOT, \
-                     which cranelift-object writes into ELF and Mach-O objects only: try \
-                     `--set is_pic=false`"
+                     which cranelift-object writes into ELF and Mach-O objects only: compile \
+                     with `is_pic=false` (`--set is_pic=false` on the command line)"
                 }
                 false => "",
             };

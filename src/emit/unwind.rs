@@ -323,10 +323,7 @@ impl Frames {
         &self,
         address_of: impl Fn(FuncId) -> *const u8,
     ) -> Result<JitFrames, EmitError> {
-        let mut frames = JitFrames {
-            buffer: Vec::new(),
-            registered: Vec::new(),
-        };
+        let mut frames = JitFrames::default();
         if !self.host_code {
             return Ok(frames);
         }
