@@ -11,8 +11,9 @@
 //! module (no merging at all); every rewritten version (merge-similar with and without the
 //! cost model, then the identical merger with thunks or aliases) must give the same results
 //! for every name the harnesses can call, on many inputs, both linked with a generated C
-//! harness and run in cranelift-jit, and so must the object `clif-merge --merge-similar`
-//! writes. The fixtures' directives also pin down which groups merge-similar makes, so
+//! harness and run in cranelift-jit (in a child process of the test binary, so that a crash
+//! fails its fixture with the call it was in: `tests/common/child.rs`), and so must the
+//! object `clif-merge --merge-similar` writes. The fixtures' directives also pin down which groups merge-similar makes, so
 //! that the comparisons cannot pass without a rewrite, and the inputs must tell the
 //! members of every group apart, so that a thunk passing another member's values would be
 //! seen.
@@ -21,6 +22,8 @@
 //! `detector_gen` and copies of them with other constants and callees (some built in
 //! another order and layout).
 
+#[path = "common/child.rs"]
+mod child;
 mod detector_gen;
 
 use std::collections::{BTreeSet, HashMap};
@@ -468,8 +471,111 @@ unsafe fn call(code: *const u8, params: &[Type], args: &[u64], ret: Type) -> u64
     }
 }
 
-/// Every callable's results on its inputs, compiled by cranelift-jit.
-fn jit_outputs(module: &Module, options: &MergeOptions, callables: &[Callable]) -> Vec<String> {
+/// A module the JIT runs: the fixture as written (no merging), or rewritten by
+/// merge-similar and then merged as `mode` says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum JitBuild {
+    Original,
+    Similar {
+        cost_model: bool,
+        mode: MergeMode,
+        addresses_insignificant: bool,
+    },
+}
+
+impl JitBuild {
+    const MODES: [MergeMode; 3] = [
+        MergeMode::Disabled,
+        MergeMode::Trampolines,
+        MergeMode::Aliases,
+    ];
+
+    /// One line of a job file ([`JitBuild::parse`] reads it back).
+    fn line(self) -> String {
+        match self {
+            JitBuild::Original => "original".to_string(),
+            JitBuild::Similar {
+                cost_model,
+                mode,
+                addresses_insignificant,
+            } => {
+                let mode = Self::MODES.iter().position(|&m| m == mode).unwrap();
+                format!("similar {cost_model} {mode} {addresses_insignificant}")
+            }
+        }
+    }
+
+    fn parse(line: &str) -> JitBuild {
+        match line.split(' ').collect::<Vec<_>>()[..] {
+            ["original"] => JitBuild::Original,
+            ["similar", cost_model, mode, addresses_insignificant] => JitBuild::Similar {
+                cost_model: cost_model.parse().unwrap(),
+                mode: Self::MODES[mode.parse::<usize>().unwrap()],
+                addresses_insignificant: addresses_insignificant.parse().unwrap(),
+            },
+            _ => panic!("bad JIT build {line:?}"),
+        }
+    }
+
+    /// The merge options of this build, and merge-similar's (none for the original).
+    fn options(self) -> (MergeOptions, Option<SimilarOptions>) {
+        match self {
+            JitBuild::Original => (
+                MergeOptions {
+                    mode: MergeMode::Disabled,
+                    ..Default::default()
+                },
+                None,
+            ),
+            JitBuild::Similar {
+                cost_model,
+                mode,
+                addresses_insignificant,
+            } => (
+                MergeOptions {
+                    mode,
+                    addresses_insignificant,
+                    ..Default::default()
+                },
+                Some(SimilarOptions {
+                    cost_model,
+                    alignment: false,
+                }),
+            ),
+        }
+    }
+
+    /// The module and merge options of this build of `fx`, for the host's JIT, with
+    /// merge-similar's report.
+    fn module(self, fx: &Fixture) -> (Module, MergeOptions, Option<SimilarReport>) {
+        let original = module_of(&fx.functions, &fx.linkages);
+        let (options, similar) = self.options();
+        match similar {
+            None => (original, options, None),
+            Some(similar) => {
+                let (rewritten, report) = merge_similar(
+                    original,
+                    &TargetInfo::host(),
+                    &*jit_isa(),
+                    &options,
+                    &similar,
+                );
+                (rewritten, options, Some(report))
+            }
+        }
+    }
+}
+
+/// Compile `module` with cranelift-jit and call every callable on its inputs, in this
+/// process: `record` gets a line per call as it returns. With `fault`, call number
+/// `fault` calls an unmapped address instead (to show that a crash is reported).
+fn jit_run(
+    module: &Module,
+    options: &MergeOptions,
+    callables: &[Callable],
+    fault: Option<usize>,
+    record: &mut dyn FnMut(String),
+) {
     let plan = clif_merge::merge(module, &TargetInfo::host(), options);
     let jit = emit_jit(
         module,
@@ -479,19 +585,108 @@ fn jit_outputs(module: &Module, options: &MergeOptions, callables: &[Callable]) 
         jit_symbols(),
     )
     .unwrap_or_else(|e| panic!("emit_jit: {e}"));
-    let mut out = Vec::new();
+    let mut calls = 0;
     for c in callables {
         let code = jit
             .pointer(&c.name)
             .unwrap_or_else(|| panic!("no {} in the JIT", c.name));
         for (i, args) in c.inputs.iter().enumerate() {
+            let code = if fault == Some(calls) {
+                8 as *const u8
+            } else {
+                code
+            };
             // SAFETY: `callables` checked that the function is system_v with these
-            // parameters, all in registers, and one result of this type.
+            // parameters, all in registers, and one result of this type (the planted fault
+            // crashes, in a child process).
             let r = unsafe { call(code, &c.params, args, c.ret) };
-            out.push(format!("{}#{i}={:x}", c.symbol, mask(c.ret, r)));
+            record(format!("{}#{i}={:x}", c.symbol, mask(c.ret, r)));
+            calls += 1;
         }
     }
-    out
+}
+
+/// The environment variable that makes a process of the test binary the child of
+/// [`jit_outputs`]: the scratch directory that holds the job.
+const JIT_CHILD_DIR: &str = "CLIF_MERGE_SIMILAR_JIT_CHILD";
+
+fn jit_child_test() -> String {
+    child::test_name(module_path!(), "jit_child")
+}
+
+/// Every callable's results on its inputs, `build` of the fixture `fx` compiled by
+/// cranelift-jit and run in a child process ([`jit_child`]); a child that crashes or fails
+/// is an error naming the signal and the call it was in. `fault` plants a crash.
+fn jit_outputs(
+    fx: &Fixture,
+    build: JitBuild,
+    callables: &[Callable],
+    fault: Option<usize>,
+) -> Result<Vec<String>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut job = format!("file {}\nbuild {}\n", fx.file, build.line());
+    if let Some(call) = fault {
+        job += &format!("fault {call}\n");
+    }
+    std::fs::write(dir.path().join("job"), job).map_err(|e| e.to_string())?;
+    let out = child::run_hidden_test(&jit_child_test(), JIT_CHILD_DIR, dir.path(), |exe| {
+        Command::new(exe)
+    })?;
+    let results = std::fs::read_to_string(dir.path().join("results")).ok();
+    if !out.status.success() {
+        let (how, tail) = child::failure(&out, |status| status.to_string());
+        // Each result line is one call that returned: the child was in the next.
+        let place = match &results {
+            None => "before its first call (while compiling)".to_string(),
+            Some(text) => {
+                let done = text.lines().count();
+                let calls = callables
+                    .iter()
+                    .flat_map(|c| (0..c.inputs.len()).map(move |i| format!("{}#{i}", c.symbol)));
+                match calls.clone().nth(done) {
+                    Some(call) => format!("in call {done}, {call} ({done} calls returned)"),
+                    None => format!("after its {done} calls"),
+                }
+            }
+        };
+        return Err(format!("JIT child {how} {place}; {tail}"));
+    }
+    let lines = child::complete(results, &jit_child_test())?;
+    Ok(lines.lines().map(str::to_string).collect())
+}
+
+/// Not a test: the child process of [`jit_outputs`], which starts it with the job's
+/// directory in `CLIF_MERGE_SIMILAR_JIT_CHILD`. It builds the job's module, runs it and
+/// writes the results; run by hand (`--ignored`), without the variable, it has nothing to
+/// do.
+#[test]
+#[ignore = "the child process of a JIT run, started by jit_outputs"]
+fn jit_child() {
+    use std::io::Write as _;
+    let Some(dir) = std::env::var_os(JIT_CHILD_DIR) else {
+        eprintln!("{JIT_CHILD_DIR} is not set: not started by jit_outputs");
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    child::no_core_files();
+    let job = std::fs::read_to_string(dir.join("job")).unwrap();
+    let (mut file, mut build, mut fault) = (None, None, None);
+    for line in job.lines() {
+        match line.split_once(' ') {
+            Some(("file", f)) => file = Some(f.to_string()),
+            Some(("build", b)) => build = Some(JitBuild::parse(b)),
+            Some(("fault", call)) => fault = Some(call.parse().unwrap()),
+            _ => panic!("bad job line {line:?}"),
+        }
+    }
+    let fx = load(&file.expect("a job names its fixture"));
+    let (module, options, _) = build.expect("a job names its build").module(&fx);
+    // Created before the first call, written straight through, a line per call: after a
+    // crash, the lines say which calls returned.
+    let mut results = std::fs::File::create(dir.join("results")).unwrap();
+    let mut record = |line: String| results.write_all(format!("{line}\n").as_bytes()).unwrap();
+    jit_run(&module, &options, &callables(&fx), fault, &mut record);
+    record(child::END.to_string());
 }
 
 /// The C harness and the externals, compiled once per test.
@@ -694,14 +889,11 @@ fn check_fixture(file: &str) {
     let callables = callables(&fx);
     let harness = CHarness::new(&callables);
     let target = TargetInfo::from_triple_str(TRIPLE).unwrap();
-    let host = TargetInfo::host();
-    let disabled = MergeOptions {
-        mode: MergeMode::Disabled,
-        ..Default::default()
-    };
+    let (disabled, _) = JitBuild::Original.options();
     let original = module_of(&fx.functions, &fx.linkages);
     let expected = harness.outputs(&original, &disabled, "original");
-    let expected_jit = jit_outputs(&original, &disabled, &callables);
+    let expected_jit = jit_outputs(&fx, JitBuild::Original, &callables, None)
+        .unwrap_or_else(|e| panic!("{file}: the original module in the JIT: {e}"));
     assert_same_results(&expected, &expected_jit, &|| {
         format!("{file}: the original module in the JIT and linked with C")
     });
@@ -727,15 +919,13 @@ fn check_fixture(file: &str) {
         (true, MergeMode::Trampolines, false),
         (true, MergeMode::Aliases, false),
     ] {
-        let options = MergeOptions {
+        let build = JitBuild::Similar {
+            cost_model,
             mode,
             addresses_insignificant,
-            ..Default::default()
         };
-        let similar = SimilarOptions {
-            cost_model,
-            alignment: false,
-        };
+        let (options, similar) = build.options();
+        let similar = similar.expect("merge-similar runs");
         let what = format!(
             "merge-similar (cost model {cost_model}), then {mode:?} \
              (addresses insignificant: {addresses_insignificant})"
@@ -775,17 +965,19 @@ fn check_fixture(file: &str) {
             )
         });
 
-        let (rewritten, report) = merge_similar(
-            module_of(&fx.functions, &fx.linkages),
-            &host,
-            &*jit_isa(),
-            &options,
-            &similar,
-        );
+        // The child builds the same module (merge-similar is deterministic); this one is
+        // checked and shown.
+        let (rewritten, _, report) = build.module(&fx);
+        let report = report.expect("merge-similar ran");
         if !cost_model {
             check_rewrite(&fx, &report, &rewritten);
         }
-        let got = jit_outputs(&rewritten, &options, &callables);
+        let got = jit_outputs(&fx, build, &callables, None).unwrap_or_else(|e| {
+            panic!(
+                "{file}: {what}, in the JIT: {e}\n{}",
+                show(&rewritten, &report)
+            )
+        });
         assert_same_results(&expected, &got, &|| {
             format!(
                 "{file}: {what}, in the JIT, changed a result\n{}",
@@ -805,6 +997,44 @@ fn check_fixture(file: &str) {
         fx.groups.len(),
         kept_by_cost
     );
+}
+
+/// JIT code that crashes fails its fixture with the call it was in, and does not end the
+/// test process: the child ([`jit_outputs`]) is told to call an unmapped address in place
+/// of one call, and the parent reports the signal and the call; the same build without
+/// the planted crash gives every result.
+#[test]
+fn a_crash_in_jit_code_is_reported_with_its_call() {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        eprintln!("skipping the JIT crash test: the callables here are x86_64 System V");
+        return;
+    }
+    let fx = load("constants.clif");
+    let callables = callables(&fx);
+    let build = JitBuild::Similar {
+        cost_model: false,
+        mode: MergeMode::Trampolines,
+        addresses_insignificant: false,
+    };
+    let crashed = jit_outputs(&fx, build, &callables, Some(3))
+        .expect_err("the child called address 8 and returned");
+    assert!(
+        callables[0].inputs.len() > 3,
+        "constants.clif's first callable"
+    );
+    let third = format!("{}#3", callables[0].symbol);
+    for expected in [
+        "JIT child killed by signal 11 (SIGSEGV)".to_string(),
+        format!("in call 3, {third} (3 calls returned)"),
+    ] {
+        assert!(
+            crashed.contains(&expected),
+            "{expected:?} not in {crashed:?}"
+        );
+    }
+    let results = jit_outputs(&fx, build, &callables, None).unwrap();
+    let count: usize = callables.iter().map(|c| c.inputs.len()).sum();
+    assert_eq!(results.len(), count);
 }
 
 #[test]

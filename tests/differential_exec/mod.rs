@@ -21,6 +21,8 @@
 //! address it is. With `aliases` (addresses insignificant by the user's word) an address
 //! may equal more names than before, and results that compare addresses are not compared.
 
+#[path = "../common/child.rs"]
+pub mod child;
 pub mod gen;
 pub mod jit_image;
 #[path = "../common/jit_region.rs"]
@@ -818,14 +820,10 @@ pub mod jit {
     const CHILD_DIR: &str = "CLIF_MERGE_JIT_CHILD";
     /// The job: the program and configuration ([`write_job`]).
     const JOB: &str = "jit-job";
-    /// The child's results, a line per call as it returns, then [`END`].
+    /// The child's results, a line per call as it returns, then [`child::END`].
     const RESULTS: &str = "jit-results";
     /// The child's error, when building or running failed without a crash.
     const ERROR: &str = "jit-error";
-    /// The last line of complete results.
-    const END: &str = "end";
-    /// Lines of a failed child's standard error shown (its last ones).
-    const STDERR_LINES: usize = 12;
 
     /// Build and run `program` as `config` (a JIT configuration) in a child process;
     /// `dir` is a scratch directory of its own. A child killed by a signal or exiting
@@ -844,28 +842,10 @@ pub mod jit {
         }
         std::fs::write(dir.join(JOB), write_job(program, config, fault))
             .map_err(|e| e.to_string())?;
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let out = timed(&exe)
-            .args([child_test_name().as_str(), "--exact", "--ignored"])
-            .args(["--nocapture", "--test-threads=1", "-q"])
-            .env(CHILD_DIR, dir)
-            .output()
-            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        let out = child::run_hidden_test(&child_test_name(), CHILD_DIR, dir, |exe| timed(exe))?;
         let results = std::fs::read_to_string(dir.join(RESULTS)).ok();
         if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let lines: Vec<&str> = stderr.lines().collect();
-            let tail = match lines.len() {
-                0 => "its standard error is empty".to_string(),
-                n => format!(
-                    "the last lines of its standard error:\n    {}",
-                    lines[n.saturating_sub(STDERR_LINES)..].join("\n    ")
-                ),
-            };
-            let how = match signal(&out.status) {
-                Some(n) => format!("killed by signal {n} ({})", signal_name(n)),
-                None => format!("exited: {}", ended(&out.status)),
-            };
+            let (how, tail) = child::failure(&out, ended);
             // Each result line is one call that returned: the child was in the next.
             let place = match &results {
                 None => "before its first call (while building)".to_string(),
@@ -885,49 +865,13 @@ pub mod jit {
         if let Ok(error) = std::fs::read_to_string(dir.join(ERROR)) {
             return Err(error);
         }
-        let Some(text) = results else {
-            return Err(format!(
-                "the JIT child wrote no results (is {} a test of {}?)",
-                child_test_name(),
-                exe.display()
-            ));
-        };
-        match text.strip_suffix(&format!("{END}\n")) {
-            Some(lines) => parse_results(lines),
-            None => Err("the JIT child's results end early".to_string()),
-        }
+        parse_results(&child::complete(results, &child_test_name())?)
     }
 
     /// The child's test name as the test binary knows it: this module's path without the
     /// crate's name (`differential_exec::jit::child`).
     fn child_test_name() -> String {
-        let path = module_path!();
-        let path = path.split_once("::").map_or(path, |(_, p)| p);
-        format!("{path}::child")
-    }
-
-    #[cfg(unix)]
-    fn signal(status: &std::process::ExitStatus) -> Option<i32> {
-        std::os::unix::process::ExitStatusExt::signal(status)
-    }
-
-    #[cfg(not(unix))]
-    fn signal(_: &std::process::ExitStatus) -> Option<i32> {
-        None
-    }
-
-    /// The usual name of signal `n`, for what a crashed child shows.
-    fn signal_name(n: i32) -> &'static str {
-        match n {
-            4 => "SIGILL",
-            5 => "SIGTRAP",
-            6 => "SIGABRT",
-            7 if cfg!(target_os = "linux") => "SIGBUS",
-            8 => "SIGFPE",
-            9 => "SIGKILL",
-            11 => "SIGSEGV",
-            _ => "another signal",
-        }
+        child::test_name(module_path!(), "child")
     }
 
     /// The job file: `mode`, `similar`, `fault` (when planted), `setting NAME=VALUE`,
@@ -1029,15 +973,7 @@ pub mod jit {
             return;
         };
         let dir = PathBuf::from(dir);
-        // A planted or real crash is expected here now and then: no core file for it.
-        #[cfg(unix)]
-        unsafe {
-            let none = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &none);
-        }
+        child::no_core_files();
         let job = std::fs::read_to_string(dir.join(JOB)).unwrap();
         let (program, config, fault) = read_job(&job);
         let address = match build(&program, config) {
@@ -1049,7 +985,7 @@ pub mod jit {
         let mut file = std::fs::File::create(dir.join(RESULTS)).unwrap();
         let mut record = |line: &str| file.write_all(format!("{line}\n").as_bytes()).unwrap();
         call_all(&program, &address, fault, &mut record);
-        record(END);
+        record(child::END);
     }
 }
 
