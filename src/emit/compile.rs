@@ -10,7 +10,7 @@
 //! ([`CompiledBody::unwind`]): bodies are defined as bytes, and cranelift-object and
 //! cranelift-jit write no unwind information for bytes, so [`super::unwind`] writes it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cranelift_codegen::control::ControlPlane;
@@ -148,6 +148,11 @@ pub struct Compiled {
 }
 
 /// Compile every function whose body the plan keeps.
+///
+/// Three steps, so that only the numbering runs on one thread: each kept body is copied
+/// with its calls redirected and its symbol uses listed (in parallel); the uses are
+/// numbered in module order, which makes the numbers independent of the thread count;
+/// then each body takes its numbers and compiles (in parallel).
 pub fn compile_bodies(
     module: &Module,
     plan: &MergePlan,
@@ -155,30 +160,51 @@ pub fn compile_bodies(
 ) -> Result<Compiled, EmitError> {
     let start = std::time::Instant::now();
     let mut compiled = Compiled::default();
+    let indices: Vec<FuncIndex> = module.indices().collect();
     // Names called as functions anywhere are functions; other symbol names are data.
-    let mut called: BTreeSet<FuncName> = BTreeSet::new();
-    for (_, m) in module.iter() {
-        called.insert(m.name.clone());
-        for ext in m.func.dfg.ext_funcs.values() {
-            called.insert(FuncName::of_external(&m.func, &ext.name));
-        }
-    }
-    let mut jobs: Vec<(FuncIndex, ir::Function)> = Vec::new();
+    let called: HashSet<FuncName> = indices
+        .par_iter()
+        .fold(HashSet::new, |mut called, &f| {
+            let m = module.get(f);
+            called.insert(m.name.clone());
+            for ext in m.func.dfg.ext_funcs.values() {
+                called.insert(FuncName::of_external(&m.func, &ext.name));
+            }
+            called
+        })
+        .reduce(HashSet::new, |mut a, b| {
+            a.extend(b);
+            a
+        });
+    let kept = |f: FuncIndex| plan.group_of(f).is_none_or(|g| g.kept == f);
+    let mut jobs: Vec<(FuncIndex, ir::Function, Vec<SymbolUse>)> = indices
+        .par_iter()
+        .filter(|&&f| kept(f))
+        .map(|&f| {
+            let func = redirected(module, plan, f);
+            let uses = symbol_uses(&func, &called);
+            (f, func, uses)
+        })
+        .collect();
+    // Numbered in module order: each function's own signature, then its uses'.
+    let mut numbers: Vec<Vec<UserExternalName>> = Vec::with_capacity(jobs.len());
+    let mut next_job = jobs.iter_mut().peekable();
     for (f, m) in module.iter() {
-        compiled
-            .symbols
+        let symbols = &mut compiled.symbols;
+        symbols
             .signatures
             .entry(m.name.clone())
             .or_insert_with(|| m.func.signature.clone());
-        let kept = plan.group_of(f).is_none_or(|g| g.kept == f);
-        if kept {
-            let func = symbolized(redirected(module, plan, f), &called, &mut compiled.symbols);
-            jobs.push((f, func));
-        }
+        let Some((_, func, uses)) = next_job.next_if(|(k, ..)| *k == f) else {
+            continue;
+        };
+        numbers.push(uses.iter().map(|u| symbols.number(func, u)).collect());
     }
     let results: Result<Vec<(FuncIndex, CompiledBody)>, EmitError> = jobs
         .into_par_iter()
-        .map(|(f, func)| {
+        .zip(numbers)
+        .map(|((f, mut func, uses), numbers)| {
+            symbolize(&mut func, &uses, numbers);
             compile_one(isa, func)
                 .map(|b| (f, b))
                 .map_err(|message| EmitError::Codegen {
@@ -192,65 +218,99 @@ pub fn compile_bodies(
     Ok(compiled)
 }
 
-/// `func` with every external name replaced by its symbol number, except libcalls and
-/// well-known symbols: those stay as they are, so that relocations name them as Cranelift
-/// does (`ModuleRelocTarget::LibCall`, `KnownSymbol`) and the module they are defined in
+/// A place in a function that names a symbol, other than a libcall or a well-known symbol:
+/// those stay as they are, so that relocations name them as Cranelift does
+/// (`ModuleRelocTarget::LibCall`, `KnownSymbol`) and the module they are defined in
 /// spells them with its own libcall names (`ceilf` for `%CeilF32` with
 /// `default_libcall_names()`), exactly as in an unmerged object.
-fn symbolized(
-    mut func: ir::Function,
-    called: &BTreeSet<FuncName>,
-    symbols: &mut SymbolTable,
-) -> ir::Function {
-    let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
-    for fref in refs {
-        // cranelift-reader fills gaps in `fnN` numbering with placeholders whose signature
-        // reference is invalid; nothing uses them.
-        if !func
-            .dfg
-            .signatures
-            .is_valid(func.dfg.ext_funcs[fref].signature)
-        {
-            continue;
-        }
-        if matches!(
-            func.dfg.ext_funcs[fref].name,
-            ExternalName::LibCall(_) | ExternalName::KnownSymbol(_)
-        ) {
-            continue;
-        }
-        let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
-        let sig = func.dfg.signatures[func.dfg.ext_funcs[fref].signature].clone();
-        symbols.signatures.entry(name.clone()).or_insert(sig);
-        let index = symbols.function(&name);
-        let user = func
-            .params
-            .ensure_user_func_name(UserExternalName::new(FUNCTION_NAMESPACE, index));
-        func.dfg.ext_funcs[fref].name = ExternalName::User(user);
-    }
-    let gvs: Vec<ir::GlobalValue> = func.global_values.keys().collect();
-    for gv in gvs {
-        let GlobalValueData::Symbol { name, tls, .. } = &func.global_values[gv] else {
-            continue;
-        };
-        if matches!(
+enum SymbolUse {
+    /// An external function (called, or its address taken).
+    Function { fref: ir::FuncRef, name: FuncName },
+    /// A `symbol` global value: a function when some function calls it, otherwise data.
+    Global {
+        gv: ir::GlobalValue,
+        name: FuncName,
+        function: bool,
+        tls: bool,
+    },
+}
+
+/// The symbol uses of `func`: its external functions in order, then its `symbol` global
+/// values in order.
+fn symbol_uses(func: &ir::Function, called: &HashSet<FuncName>) -> Vec<SymbolUse> {
+    let own_symbol = |name: &ExternalName| {
+        !matches!(
             name,
             ExternalName::LibCall(_) | ExternalName::KnownSymbol(_)
-        ) {
-            continue;
-        }
-        let resolved = FuncName::of_external(&func, name);
-        let user_name = if called.contains(&resolved) {
-            UserExternalName::new(FUNCTION_NAMESPACE, symbols.function(&resolved))
-        } else {
-            UserExternalName::new(DATA_NAMESPACE, symbols.data(&resolved, *tls))
-        };
-        let user = func.params.ensure_user_func_name(user_name);
-        if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
-            *name = ExternalName::User(user);
+        )
+    };
+    let functions = func.dfg.ext_funcs.iter().filter(|(_, data)| {
+        // cranelift-reader fills gaps in `fnN` numbering with placeholders whose signature
+        // reference is invalid; nothing uses them.
+        func.dfg.signatures.is_valid(data.signature) && own_symbol(&data.name)
+    });
+    let functions = functions.map(|(fref, data)| SymbolUse::Function {
+        fref,
+        name: FuncName::of_external(func, &data.name),
+    });
+    let globals = func
+        .global_values
+        .iter()
+        .filter_map(|(gv, data)| match data {
+            GlobalValueData::Symbol { name, tls, .. } if own_symbol(name) => {
+                let name = FuncName::of_external(func, name);
+                Some(SymbolUse::Global {
+                    gv,
+                    function: called.contains(&name),
+                    name,
+                    tls: *tls,
+                })
+            }
+            _ => None,
+        });
+    functions.chain(globals).collect()
+}
+
+impl SymbolTable {
+    /// The number of the symbol `u` (a use in `func`) names, given one on first use; a
+    /// function's signature is the one it is first named with.
+    fn number(&mut self, func: &ir::Function, u: &SymbolUse) -> UserExternalName {
+        match u {
+            SymbolUse::Function { fref, name } => {
+                if !self.signatures.contains_key(name) {
+                    let sig = &func.dfg.signatures[func.dfg.ext_funcs[*fref].signature];
+                    self.signatures.insert(name.clone(), sig.clone());
+                }
+                UserExternalName::new(FUNCTION_NAMESPACE, self.function(name))
+            }
+            SymbolUse::Global {
+                name,
+                function: true,
+                ..
+            } => UserExternalName::new(FUNCTION_NAMESPACE, self.function(name)),
+            SymbolUse::Global {
+                name,
+                function: false,
+                tls,
+                ..
+            } => UserExternalName::new(DATA_NAMESPACE, self.data(name, *tls)),
         }
     }
-    func
+}
+
+/// `func` with every symbol use of `uses` ([`symbol_uses`]) replaced by its number.
+fn symbolize(func: &mut ir::Function, uses: &[SymbolUse], numbers: Vec<UserExternalName>) {
+    for (u, number) in uses.iter().zip(numbers) {
+        let user = ExternalName::User(func.params.ensure_user_func_name(number));
+        match u {
+            SymbolUse::Function { fref, .. } => func.dfg.ext_funcs[*fref].name = user,
+            SymbolUse::Global { gv, .. } => {
+                if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[*gv] {
+                    *name = user;
+                }
+            }
+        }
+    }
 }
 
 /// The bytes `func` takes in `.text` once compiled for `isa`: its code, padded to its
