@@ -244,25 +244,35 @@ fn function_declared_as_an_import() {
 
 #[test]
 fn function_that_does_not_compile() {
-    // `plan` does not compile, so only the define calls see it.
-    for entry in [EntryPoint::Object, EntryPoint::Jit] {
+    // `plan` does not compile, so only the define calls see it. Of several that do not
+    // compile (in parallel), the first in the module's order is named, every time.
+    for entry in [EntryPoint::Object, EntryPoint::Jit].repeat(4) {
         let err = entry.error(|module, merger| {
             let good = declare(module, "good", Linkage::Export);
             merger.add(good, add_const(module, good, I64, 1)).unwrap();
-            // A block without a terminator: the verifier rejects it.
-            let bad = declare(module, "unterminated", Linkage::Export);
-            let mut func = Function::with_name_signature(
-                UserFuncName::user(0, bad.as_u32()),
-                signature(module, I64),
-            );
-            let block = func.dfg.make_block();
-            func.layout.append_block(block);
-            func.dfg.append_block_param(block, I64);
-            merger.add(bad, func).unwrap();
-            vec![
-                (good, add_const(module, good, I64, 1)),
-                (bad, add_const(module, bad, I64, 1)),
-            ]
+            // A block without a terminator: the verifier rejects it. (Each with another
+            // number of parameters, so that identical merging does not fold them.)
+            let mut bad = Vec::new();
+            for (i, name) in ["unterminated", "unterminated_too", "unterminated_three"]
+                .into_iter()
+                .enumerate()
+            {
+                let f = declare(module, name, Linkage::Export);
+                let mut func = Function::with_name_signature(
+                    UserFuncName::user(0, f.as_u32()),
+                    signature(module, I64),
+                );
+                let block = func.dfg.make_block();
+                func.layout.append_block(block);
+                for _ in 0..=i {
+                    func.dfg.append_block_param(block, I64);
+                }
+                merger.add(f, func).unwrap();
+                bad.push(f);
+            }
+            let mut calls = vec![(good, add_const(module, good, I64, 1))];
+            calls.extend(bad.iter().map(|&f| (f, add_const(module, f, I64, 1))));
+            calls
         });
         match &err {
             // Named as the module declared it, not by the merger's `u0:N`.

@@ -200,20 +200,24 @@ pub fn compile_bodies(
         };
         numbers.push(uses.iter().map(|u| symbols.number(func, u)).collect());
     }
-    let results: Result<Vec<(FuncIndex, CompiledBody)>, EmitError> = jobs
+    let results: Vec<(FuncIndex, Result<CompiledBody, String>)> = jobs
         .into_par_iter()
         .zip(numbers)
         .map(|((f, mut func, uses), numbers)| {
             symbolize(&mut func, &uses, numbers);
-            compile_one(isa, func)
-                .map(|b| (f, b))
-                .map_err(|message| EmitError::Codegen {
-                    function: module.get(f).name.to_string(),
-                    message,
-                })
+            (f, compile_one(isa, func))
         })
         .collect();
-    compiled.bodies = results?.into_iter().collect();
+    // The first failure in module order, whichever thread met it first.
+    let mut bodies = HashMap::with_capacity(results.len());
+    for (f, result) in results {
+        let body = result.map_err(|message| EmitError::Codegen {
+            function: module.get(f).name.to_string(),
+            message,
+        })?;
+        bodies.insert(f, body);
+    }
+    compiled.bodies = bodies;
     compiled.seconds = start.elapsed().as_secs_f64();
     Ok(compiled)
 }
