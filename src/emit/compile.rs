@@ -177,7 +177,7 @@ pub fn compile_bodies(
             a
         });
     let kept = |f: FuncIndex| plan.group_of(f).is_none_or(|g| g.kept == f);
-    let mut jobs: Vec<(FuncIndex, ir::Function, Vec<SymbolUse>)> = indices
+    let jobs: Vec<(FuncIndex, ir::Function, Vec<SymbolUse>)> = indices
         .par_iter()
         .filter(|&&f| kept(f))
         .map(|&f| {
@@ -188,7 +188,7 @@ pub fn compile_bodies(
         .collect();
     // Numbered in module order: each function's own signature, then its uses'.
     let mut numbers: Vec<Vec<UserExternalName>> = Vec::with_capacity(jobs.len());
-    let mut next_job = jobs.iter_mut().peekable();
+    let mut next_job = jobs.iter().peekable();
     for (f, m) in module.iter() {
         let symbols = &mut compiled.symbols;
         symbols
