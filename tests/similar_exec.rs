@@ -576,7 +576,7 @@ fn jit_run(
     options: &MergeOptions,
     callables: &[Callable],
     fault: Option<usize>,
-    record: &mut dyn FnMut(String),
+    record: &mut dyn FnMut(&str),
 ) {
     let plan = clif_merge::merge(module, &TargetInfo::host(), options);
     let jit = emit_jit(
@@ -602,7 +602,7 @@ fn jit_run(
             // parameters, all in registers, and one result of this type (the planted fault
             // crashes, in a child process).
             let r = unsafe { call(code, &c.params, args, c.ret) };
-            record(format!("{}#{i}={:x}", c.symbol, mask(c.ret, r)));
+            record(&format!("{}#{i}={:x}", c.symbol, mask(c.ret, r)));
             calls += 1;
         }
     }
@@ -665,13 +665,9 @@ fn jit_outputs(
 #[test]
 #[ignore = "the child process of a JIT run, started by jit_outputs"]
 fn jit_child() {
-    use std::io::Write as _;
-    let Some(dir) = std::env::var_os(JIT_CHILD_DIR) else {
-        eprintln!("{JIT_CHILD_DIR} is not set: not started by jit_outputs");
+    let Some(dir) = child::child_dir(JIT_CHILD_DIR) else {
         return;
     };
-    let dir = PathBuf::from(dir);
-    child::no_core_files();
     let job = std::fs::read_to_string(dir.join("job")).unwrap();
     let (mut file, mut build, mut fault) = (None, None, None);
     for line in job.lines() {
@@ -684,12 +680,11 @@ fn jit_child() {
     }
     let fx = load(&file.expect("a job names its fixture"));
     let (module, options, _) = build.expect("a job names its build").module(&fx);
-    // Created before the first call, written straight through, a line per call: after a
-    // crash, the lines say which calls returned.
-    let mut results = std::fs::File::create(dir.join("results")).unwrap();
-    let mut record = |line: String| results.write_all(format!("{line}\n").as_bytes()).unwrap();
-    jit_run(&module, &options, &callables(&fx), fault, &mut record);
-    record(child::END.to_string());
+    let mut results = child::Results::create(&dir.join("results"));
+    jit_run(&module, &options, &callables(&fx), fault, &mut |line| {
+        results.record(line)
+    });
+    results.end();
 }
 
 /// The C harness and the externals, compiled once per test.

@@ -11,7 +11,8 @@
 //! `tests/similar_exec.rs`).
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output};
 
 /// The last line of complete results.
@@ -90,9 +91,38 @@ pub fn complete(written: Option<String>, test: &str) -> Result<String, String> {
     }
 }
 
-/// In the child: a crash is expected now and then (a planted one, or a merge fault),
-/// and leaves no core file.
-pub fn no_core_files() {
+/// In the child: its scratch directory, from `env_var`, with core files off (a crash is
+/// expected now and then: a planted one, or a merge fault). `None`, with a notice, when
+/// the hidden test runs without it (by hand, `--ignored`): it then has nothing to do.
+pub fn child_dir(env_var: &str) -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os(env_var) else {
+        eprintln!("{env_var} is not set: not started as a child of its test");
+        return None;
+    };
+    no_core_files();
+    Some(PathBuf::from(dir))
+}
+
+/// In the child: the results file, created when the first call is about to run and
+/// written straight through, a line per call, so that after a crash its lines say which
+/// calls returned; [`Results::end`] marks them complete.
+pub struct Results(std::fs::File);
+
+impl Results {
+    pub fn create(path: &Path) -> Results {
+        Results(std::fs::File::create(path).unwrap())
+    }
+
+    pub fn record(&mut self, line: &str) {
+        self.0.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+
+    pub fn end(mut self) {
+        self.record(END);
+    }
+}
+
+fn no_core_files() {
     #[cfg(unix)]
     // SAFETY: setrlimit with a valid pointer to a limit; it changes only this process.
     unsafe {

@@ -599,7 +599,6 @@ pub mod jit {
     use cranelift_codegen::ir::{ExternalName, GlobalValueData, UserExternalName, UserFuncName};
     use cranelift_jit::{JITBuilder, JITModule};
     use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
-    use std::io::Write as _;
 
     type EntryFn = extern "C" fn(i64, i64, i64) -> i64;
 
@@ -968,24 +967,19 @@ pub mod jit {
     #[test]
     #[ignore = "the child process of a JIT build, started by differential_exec::jit::run_in_child"]
     fn child() {
-        let Some(dir) = std::env::var_os(CHILD_DIR) else {
-            eprintln!("{CHILD_DIR} is not set: not started by run_in_child");
+        let Some(dir) = child::child_dir(CHILD_DIR) else {
             return;
         };
-        let dir = PathBuf::from(dir);
-        child::no_core_files();
         let job = std::fs::read_to_string(dir.join(JOB)).unwrap();
         let (program, config, fault) = read_job(&job);
         let address = match build(&program, config) {
             Ok(address) => address,
             Err(e) => return std::fs::write(dir.join(ERROR), e).unwrap(),
         };
-        // Created once built, written straight through, a line per call: after a crash,
-        // the lines say which calls returned (and no file, that none was made).
-        let mut file = std::fs::File::create(dir.join(RESULTS)).unwrap();
-        let mut record = |line: &str| file.write_all(format!("{line}\n").as_bytes()).unwrap();
-        call_all(&program, &address, fault, &mut record);
-        record(child::END);
+        // Created once built (no file: none was made).
+        let mut results = child::Results::create(&dir.join(RESULTS));
+        call_all(&program, &address, fault, &mut |line| results.record(line));
+        results.end();
     }
 }
 
