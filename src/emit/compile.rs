@@ -29,6 +29,14 @@ use crate::estimate::SizeModel;
 use crate::merge::{FuncIndex, MergePlan, Module};
 use crate::names::FuncName;
 
+/// At most this many bodies compile one after another on a thread before the rest may be
+/// taken by another. Without a bound, rayon splits the list into a few long runs, and the
+/// run holding the costliest bodies (merge-similar's shared bodies, appended at the end of
+/// the module, or a module's largest functions where they sit together) finishes alone
+/// while the other threads wait: on re2 with two threads, code generation after identical
+/// merging took 214 ms against 198 ms with the bound (bench/README.md §10).
+const MAX_FUNCTIONS_PER_TASK: usize = 32;
+
 /// Namespace of function symbols in compiled relocations.
 pub const FUNCTION_NAMESPACE: u32 = 0;
 /// Namespace of data symbols in compiled relocations.
@@ -203,6 +211,7 @@ pub fn compile_bodies(
     let results: Vec<(FuncIndex, Result<CompiledBody, String>)> = jobs
         .into_par_iter()
         .zip(numbers)
+        .with_max_len(MAX_FUNCTIONS_PER_TASK)
         .map(|((f, mut func, uses), numbers)| {
             symbolize(&mut func, &uses, numbers);
             (f, compile_one(isa, func))
