@@ -6,7 +6,10 @@
 //! aarch64 on another host as an image under qemu) — with
 //! `--merge-functions disabled|trampolines|aliases`, each with and without
 //! `--merge-similar` (under which, when the mode merges, every constant-swap family of the
-//! generator must become one shared body with holes). Every entry must return the same results on the same
+//! generator must become one shared body with holes); and objects built with each of the
+//! command line's other options ([`Variant`]: `--function-sections` linked with
+//! `--gc-sections`, `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
+//! `--no-alignment-merging`, `unwind_info=false`), one per program in turn. Every entry must return the same results on the same
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.
@@ -29,11 +32,12 @@ use std::sync::Mutex;
 use differential_exec::gen::{self, Edit, Shape};
 use differential_exec::{
     compare, jit, keep_failure, program_from_fixture, run, same_unmerged, Arch, Config, Mode,
-    Output,
+    Output, Variant,
 };
 
-/// Every configuration for `arch` that this machine can run, references first.
-fn configurations(arch: Arch) -> Vec<Config> {
+/// Every configuration for `arch` that this machine can run, references first, then the
+/// objects built with `variant` (in `trampolines` and `aliases`, with merge-similar).
+fn configurations(arch: Arch, variant: Variant) -> Vec<Config> {
     let mut outputs = vec![Output::SharedLibrary, Output::Executable];
     // On the host in a child process; aarch64 elsewhere as an image under qemu.
     if arch.is_host() || arch == Arch::Aarch64 {
@@ -48,11 +52,30 @@ fn configurations(arch: Arch) -> Vec<Config> {
                     output,
                     mode,
                     similar,
+                    variant: Variant::Plain,
+                });
+            }
+        }
+    }
+    if variant != Variant::Plain {
+        for output in [Output::SharedLibrary, Output::Executable] {
+            for mode in [Mode::Trampolines, Mode::Aliases] {
+                out.push(Config {
+                    arch,
+                    output,
+                    mode,
+                    similar: true,
+                    variant,
                 });
             }
         }
     }
     out
+}
+
+/// The variant program `n` (a seed, or a fixture's place) is also built with: each in turn.
+fn variant_of(n: usize) -> Variant {
+    Variant::OTHERS[n % Variant::OTHERS.len()]
 }
 
 /// The architectures this machine can run, each missing one with a one-line notice.
@@ -86,6 +109,8 @@ struct Tally {
     /// ([`gen::Program::constant_swap_families`]).
     constant_swap_families: AtomicUsize,
     builds: AtomicUsize,
+    /// Builds with each of [`Variant::OTHERS`], in its order.
+    variant_builds: [AtomicUsize; Variant::OTHERS.len()],
     calls: AtomicUsize,
     failures: Mutex<Vec<String>>,
 }
@@ -101,20 +126,30 @@ fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
             gen::with_header(&program, seed),
         );
     }
-    check_program(&program, &format!("seed-{seed}"), archs, tally);
+    let variant = variant_of(seed as usize);
+    check_program(&program, &format!("seed-{seed}"), archs, variant, tally);
 }
 
 /// Build and run `program` (called `label` in messages and failure files: `seed-N`, or
-/// `fixture-NAME`) in every configuration of `archs`.
-fn check_program(program: &gen::Program, label: &str, archs: &[Arch], tally: &Tally) {
+/// `fixture-NAME`) in every configuration of `archs`, `variant`'s included.
+fn check_program(
+    program: &gen::Program,
+    label: &str,
+    archs: &[Arch],
+    variant: Variant,
+    tally: &Tally,
+) {
     let scratch = tempfile::tempdir().unwrap();
     for &arch in archs {
-        let configs = configurations(arch);
+        let configs = configurations(arch, variant);
         let mut reference = std::collections::HashMap::new();
         for (i, &config) in configs.iter().enumerate() {
             let dir = scratch.path().join(format!("{i}"));
             let outcome = run(program, config, &dir);
             tally.builds.fetch_add(1, Ordering::Relaxed);
+            if let Some(v) = Variant::OTHERS.iter().position(|&v| v == config.variant) {
+                tally.variant_builds[v].fetch_add(1, Ordering::Relaxed);
+            }
             let problems = match (outcome, config.is_reference()) {
                 (Ok(results), true) => {
                     tally.calls.fetch_add(results.len(), Ordering::Relaxed);
@@ -199,8 +234,13 @@ fn report(tally: &Tally) -> String {
             )
         }
     };
+    let variants: Vec<String> = Variant::OTHERS
+        .iter()
+        .zip(&tally.variant_builds)
+        .map(|(v, n)| format!("{v:?} {}", n.load(Ordering::Relaxed)))
+        .collect();
     format!(
-        "{} programs, {} functions, {} family pairs{near_twins}, {} constant-swap families, {} tail probes, {} system_v probes, {} builds, {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} constant-swap families, {} tail probes, {} system_v probes, {} builds (with another option: {}), {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
@@ -208,6 +248,7 @@ fn report(tally: &Tally) -> String {
         tally.tail_probes.load(Ordering::Relaxed),
         tally.system_v_probes.load(Ordering::Relaxed),
         tally.builds.load(Ordering::Relaxed),
+        variants.join(", "),
         tally.calls.load(Ordering::Relaxed),
     )
 }
@@ -269,6 +310,18 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
         "too few constant-swap families: {}",
         report(&tally)
     );
+    // Every other option of the command line was built with and run.
+    let unbuilt: Vec<Variant> = Variant::OTHERS
+        .iter()
+        .zip(&tally.variant_builds)
+        .filter(|(_, n)| n.load(Ordering::Relaxed) == 0)
+        .map(|(&v, _)| v)
+        .collect();
+    assert!(
+        unbuilt.is_empty(),
+        "never built with {unbuilt:?}: {}",
+        report(&tally)
+    );
     let failures = tally.failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -287,7 +340,7 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     paths.sort();
     assert!(paths.len() >= 3, "fixtures/exec is missing its fixtures");
     let tally = Tally::default();
-    for path in &paths {
+    for (n, path) in paths.iter().enumerate() {
         let program = program_from_fixture(&std::fs::read_to_string(path).unwrap());
         assert!(
             !program.entries.is_empty(),
@@ -296,7 +349,13 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
         );
         let before = tally.failures.lock().unwrap().len();
         let stem = path.file_stem().unwrap().to_string_lossy();
-        check_program(&program, &format!("fixture-{stem}"), &archs, &tally);
+        check_program(
+            &program,
+            &format!("fixture-{stem}"),
+            &archs,
+            variant_of(n),
+            &tally,
+        );
         let mut failures = tally.failures.lock().unwrap();
         for f in failures.iter_mut().skip(before) {
             *f = format!("{}: {f}", path.display());
@@ -350,7 +409,7 @@ fn a_wrong_merge_is_reported() {
             .collect();
         expected.sort();
         for arch in architectures() {
-            for reference in configurations(arch)
+            for reference in configurations(arch, Variant::Plain)
                 .into_iter()
                 .filter(|c| c.is_reference())
             {
@@ -390,7 +449,7 @@ fn a_wrong_merge_is_reported() {
 fn a_crashing_jit_build_is_a_failure_not_the_end() {
     let Some(host) = architectures()
         .into_iter()
-        .flat_map(configurations)
+        .flat_map(|arch| configurations(arch, Variant::Plain))
         .find(|c| c.output == Output::Jit && c.mode == Mode::Trampolines && c.similar)
     else {
         // As every configuration this machine cannot run, with a notice.
@@ -475,9 +534,12 @@ fn long_mode() {
             });
         }
     });
-    let configs: usize = archs.iter().map(|&a| configurations(a).len()).sum();
+    let configs: usize = archs
+        .iter()
+        .map(|&a| configurations(a, Variant::OTHERS[0]).len())
+        .sum();
     eprintln!(
-        "differential long mode: {}; {configs} configurations per program over {:?}; {} failures; {:.0} s",
+        "differential long mode: {}; {configs} configurations per program over {:?} (one other option each, in turn); {} failures; {:.0} s",
         report(&tally),
         archs,
         tally.failures.lock().unwrap().len(),

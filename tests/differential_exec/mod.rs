@@ -12,13 +12,18 @@
 //! configuration instead of hanging the test. Each is
 //! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
 //! without `--merge-similar`; the reference is `disabled` without merge-similar, which
-//! defines every function as written.
+//! defines every function as written. Objects are also built with one of the command
+//! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
+//! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
+//! `--no-alignment-merging`, `unwind_info=false`), in `trampolines` and `aliases` with
+//! merge-similar; each program takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
 //! function that called it) and its frame pointer (as a distance from that function's
 //! buffer). A function address an entry returns is compared by the set of entries whose
-//! address it is. With `aliases` (addresses insignificant by the user's word) an address
+//! address it is. With `aliases` or `--addresses-insignificant` (addresses insignificant
+//! by the user's word) an address
 //! may equal more names than before, and results that compare addresses are not compared.
 
 #[path = "../common/child.rs"]
@@ -125,6 +130,66 @@ impl Mode {
     }
 }
 
+/// The command line's other options, each a configuration a user can pick; objects are
+/// built with them besides the default options (`Plain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The default options.
+    Plain,
+    /// `--function-sections`, linked with `--gc-sections` as such objects are: every
+    /// function reached from an entry must be reached through a relocation or symbol.
+    FunctionSections,
+    /// `--addresses-insignificant`: the user's word that no function's address is
+    /// compared, which makes folded functions aliases in `trampolines` mode too.
+    AddressesInsignificant,
+    /// `--no-cycles`: mutually recursive groups are left apart.
+    NoCycles,
+    /// `--no-code-folding`: no folding of bodies that compile to the same machine code.
+    NoCodeFolding,
+    /// `--no-alignment-merging`: merge-similar's groups with holes only.
+    NoAlignmentMerging,
+    /// `--set unwind_info=false`: no `.eh_frame`.
+    NoUnwindInfo,
+}
+
+impl Variant {
+    /// Every variant but `Plain`, in the order seeds take them.
+    pub const OTHERS: [Variant; 6] = [
+        Variant::FunctionSections,
+        Variant::AddressesInsignificant,
+        Variant::NoCycles,
+        Variant::NoCodeFolding,
+        Variant::NoAlignmentMerging,
+        Variant::NoUnwindInfo,
+    ];
+
+    /// The command-line arguments it adds.
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Variant::Plain => &[],
+            Variant::FunctionSections => &["--function-sections"],
+            Variant::AddressesInsignificant => &["--addresses-insignificant"],
+            Variant::NoCycles => &["--no-cycles"],
+            Variant::NoCodeFolding => &["--no-code-folding"],
+            Variant::NoAlignmentMerging => &["--no-alignment-merging"],
+            Variant::NoUnwindInfo => &["--set", "unwind_info=false"],
+        }
+    }
+
+    /// How failure files name it (empty for `Plain`).
+    fn suffix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::FunctionSections => "-function-sections",
+            Variant::AddressesInsignificant => "-addresses-insignificant",
+            Variant::NoCycles => "-no-cycles",
+            Variant::NoCodeFolding => "-no-code-folding",
+            Variant::NoAlignmentMerging => "-no-alignment-merging",
+            Variant::NoUnwindInfo => "-no-unwind-info",
+        }
+    }
+}
+
 /// One build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -132,6 +197,8 @@ pub struct Config {
     pub output: Output,
     pub mode: Mode,
     pub similar: bool,
+    /// Objects only: a JIT build is always `Plain`.
+    pub variant: Variant,
 }
 
 impl Config {
@@ -139,11 +206,19 @@ impl Config {
         Config {
             mode: Mode::Disabled,
             similar: false,
+            variant: Variant::Plain,
             ..self
         }
     }
     pub fn is_reference(self) -> bool {
         self == self.reference()
+    }
+
+    /// Whether the user said that no function's address is compared: a returned address
+    /// may then name more entries than before, and results that compare addresses may
+    /// change.
+    fn addresses_insignificant(self) -> bool {
+        self.mode == Mode::Aliases || self.variant == Variant::AddressesInsignificant
     }
 }
 
@@ -240,6 +315,7 @@ pub fn clif_merge_args(
     if config.similar {
         args.push("--merge-similar".into());
     }
+    args.extend(config.variant.args().iter().map(|a| a.to_string()));
     for setting in &program.settings {
         args.push("--set".into());
         args.push(setting.clone());
@@ -315,12 +391,19 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     std::fs::write(&harness, c_harness(program, &Entries::Linked)).map_err(|e| e.to_string())?;
     let exe = dir.join("run");
     let cc = config.arch.cc();
+    // Objects with a section per function are linked as their users link them: sections
+    // no relocation or symbol keeps alive are dropped.
+    let gc_sections: &[&str] = match config.variant {
+        Variant::FunctionSections => &["-Wl,--gc-sections"],
+        _ => &[],
+    };
     match config.output {
         Output::SharedLibrary => {
             let lib = dir.join("libgen.so");
             command(
                 Command::new(cc)
                     .arg("-shared")
+                    .args(gc_sections)
                     .arg("-o")
                     .arg(&lib)
                     .arg(&object),
@@ -338,7 +421,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         Output::Executable => {
             command(
                 Command::new(cc)
-                    .args(["-O1", "-fno-omit-frame-pointer", "-no-pie", "-o"])
+                    .args(["-O1", "-fno-omit-frame-pointer", "-no-pie"])
+                    .args(gc_sections)
+                    .arg("-o")
                     .arg(&exe)
                     .arg(&harness)
                     .arg(&object)
@@ -495,10 +580,10 @@ pub fn compare(
             out.push(format!("{name} input {}: no result", key.1));
             continue;
         };
-        let aliases = config.mode == Mode::Aliases;
-        let same = if aliases && flags & flags::ADDRESS_SENSITIVE != 0 {
+        let insignificant = config.addresses_insignificant();
+        let same = if insignificant && flags & flags::ADDRESS_SENSITIVE != 0 {
             true
-        } else if flags & flags::ADDRESS_RESULT != 0 && aliases {
+        } else if flags & flags::ADDRESS_RESULT != 0 && insignificant {
             // Every entry the address was before it still is.
             let set = |s: &str| -> Vec<String> {
                 s.trim_start_matches('@')
@@ -567,8 +652,9 @@ pub fn keep_failure(
     };
     let similar = if config.similar { "-similar" } else { "" };
     let path = dir.join(format!(
-        "{label}-{arch}-{output}-{}{similar}.clif",
-        config.mode.flag()
+        "{label}-{arch}-{output}-{}{similar}{}.clif",
+        config.mode.flag(),
+        config.variant.suffix()
     ));
     let mut text = format!(
         "; differential {label}: {} functions\n{}",
@@ -921,6 +1007,7 @@ pub mod jit {
             output: Output::Jit,
             mode: Mode::Disabled,
             similar: false,
+            variant: Variant::Plain,
         };
         let mut fault = None;
         let (head, clif) = text
