@@ -6,10 +6,11 @@
 //! aarch64 on another host as an image under qemu) — with
 //! `--merge-functions disabled|trampolines|aliases`, each with and without
 //! `--merge-similar` (under which, when the mode merges, every constant-swap family of the
-//! generator must become one shared body with holes); and objects built with each of the
+//! generator must become one shared body with holes); and builds with each of the
 //! command line's other options ([`Variant`]: `--function-sections` linked with
 //! `--gc-sections`, `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
-//! `--no-alignment-merging`, `unwind_info=false`), one per program in turn. Every entry must return the same results on the same
+//! `--no-alignment-merging`, `unwind_info=false`, and the plugin's same options in the
+//! JIT but for function sections), one per program in turn. Every entry must return the same results on the same
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.
@@ -36,7 +37,8 @@ use differential_exec::{
 };
 
 /// Every configuration for `arch` that this machine can run, references first, then the
-/// objects built with `variant` (in `trampolines` and `aliases`, with merge-similar).
+/// builds with `variant` (in `trampolines` and `aliases`, with merge-similar; objects, and
+/// the JIT where it has the option).
 fn configurations(arch: Arch, variant: Variant) -> Vec<Config> {
     let mut outputs = vec![Output::SharedLibrary, Output::Executable];
     // On the host in a child process; aarch64 elsewhere as an image under qemu.
@@ -58,7 +60,11 @@ fn configurations(arch: Arch, variant: Variant) -> Vec<Config> {
         }
     }
     if variant != Variant::Plain {
-        for output in [Output::SharedLibrary, Output::Executable] {
+        let mut outputs = vec![Output::SharedLibrary, Output::Executable];
+        if (arch.is_host() || arch == Arch::Aarch64) && variant.in_jit() {
+            outputs.push(Output::Jit);
+        }
+        for output in outputs {
             for mode in [Mode::Trampolines, Mode::Aliases] {
                 out.push(Config {
                     arch,

@@ -12,11 +12,12 @@
 //! configuration instead of hanging the test. Each is
 //! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
 //! without `--merge-similar`; the reference is `disabled` without merge-similar, which
-//! defines every function as written. Objects are also built with one of the command
+//! defines every function as written. Each program is also built with one of the command
 //! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
-//! `--no-alignment-merging`, `unwind_info=false`), in `trampolines` and `aliases` with
-//! merge-similar; each program takes one, in turn.
+//! `--no-alignment-merging`, `unwind_info=false`; the JIT builds with the plugin's same
+//! options, but for function sections), in `trampolines` and `aliases` with merge-similar;
+//! each program takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -130,8 +131,9 @@ impl Mode {
     }
 }
 
-/// The command line's other options, each a configuration a user can pick; objects are
-/// built with them besides the default options (`Plain`).
+/// The command line's other options, each a configuration a user can pick (and the
+/// plugin's, for those a JIT has: all but function sections); builds are made with them
+/// besides the default options (`Plain`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// The default options.
@@ -176,16 +178,29 @@ impl Variant {
         }
     }
 
-    /// How failure files name it (empty for `Plain`).
-    fn suffix(self) -> &'static str {
+    /// Its name in job and failure files.
+    fn name(self) -> &'static str {
         match self {
-            Variant::Plain => "",
-            Variant::FunctionSections => "-function-sections",
-            Variant::AddressesInsignificant => "-addresses-insignificant",
-            Variant::NoCycles => "-no-cycles",
-            Variant::NoCodeFolding => "-no-code-folding",
-            Variant::NoAlignmentMerging => "-no-alignment-merging",
-            Variant::NoUnwindInfo => "-no-unwind-info",
+            Variant::Plain => "plain",
+            Variant::FunctionSections => "function-sections",
+            Variant::AddressesInsignificant => "addresses-insignificant",
+            Variant::NoCycles => "no-cycles",
+            Variant::NoCodeFolding => "no-code-folding",
+            Variant::NoAlignmentMerging => "no-alignment-merging",
+            Variant::NoUnwindInfo => "no-unwind-info",
+        }
+    }
+
+    /// Whether a JIT has the option (a JIT module has no sections of its own).
+    pub fn in_jit(self) -> bool {
+        match self {
+            Variant::FunctionSections => false,
+            Variant::Plain
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::NoUnwindInfo => true,
         }
     }
 }
@@ -197,7 +212,6 @@ pub struct Config {
     pub output: Output,
     pub mode: Mode,
     pub similar: bool,
-    /// Objects only: a JIT build is always `Plain`.
     pub variant: Variant,
 }
 
@@ -651,10 +665,13 @@ pub fn keep_failure(
         Output::Jit => "jit",
     };
     let similar = if config.similar { "-similar" } else { "" };
+    let variant = match config.variant {
+        Variant::Plain => String::new(),
+        v => format!("-{}", v.name()),
+    };
     let path = dir.join(format!(
-        "{label}-{arch}-{output}-{}{similar}{}.clif",
-        config.mode.flag(),
-        config.variant.suffix()
+        "{label}-{arch}-{output}-{}{similar}{variant}.clif",
+        config.mode.flag()
     ));
     let mut text = format!(
         "; differential {label}: {} functions\n{}",
@@ -681,7 +698,7 @@ pub mod jit {
     use super::*;
     use clif_merge::merge::similar::SimilarOptions;
     use clif_merge::plugin::FunctionMerger;
-    use clif_merge::{MergeMode, MergeOptions, TargetInfo};
+    use clif_merge::{EmitOptions, MergeMode, MergeOptions, TargetInfo};
     use cranelift_codegen::ir::{ExternalName, GlobalValueData, UserExternalName, UserFuncName};
     use cranelift_jit::{JITBuilder, JITModule};
     use cranelift_module::{default_libcall_names, FuncId, Linkage, Module as _};
@@ -744,6 +761,9 @@ pub mod jit {
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
         ];
+        if config.variant == Variant::NoUnwindInfo {
+            settings.push(("unwind_info".into(), "false".into()));
+        }
         for setting in &program.settings {
             let (name, value) = setting.split_once('=').expect("settings are NAME=VALUE");
             settings.push((name.into(), value.into()));
@@ -824,14 +844,24 @@ pub mod jit {
                 Mode::Trampolines => MergeMode::Trampolines,
                 Mode::Aliases => MergeMode::Aliases,
             };
+            // The plugin's options for the command line's (`Variant::args`).
             let options = MergeOptions {
                 mode,
+                addresses_insignificant: config.variant == Variant::AddressesInsignificant,
+                fold_cycles: config.variant != Variant::NoCycles,
                 ..MergeOptions::default()
             };
-            let mut merger =
-                FunctionMerger::new(module.isa(), options).map_err(|e| e.to_string())?;
+            let mut merger = FunctionMerger::new(module.isa(), options)
+                .map_err(|e| e.to_string())?
+                .with_emit_options(EmitOptions {
+                    fold_machine_code: config.variant != Variant::NoCodeFolding,
+                    ..EmitOptions::default()
+                });
             if config.similar {
-                merger = merger.with_merge_similar(SimilarOptions::default());
+                merger = merger.with_merge_similar(SimilarOptions {
+                    alignment: config.variant != Variant::NoAlignmentMerging,
+                    ..SimilarOptions::default()
+                });
             }
             for (id, func) in bodies {
                 merger.add(id, func).map_err(|e| e.to_string())?;
@@ -959,7 +989,7 @@ pub mod jit {
         child::test_name(module_path!(), "child")
     }
 
-    /// The job file: `mode`, `similar`, `fault` (when planted), `setting NAME=VALUE`,
+    /// The job file: `mode`, `similar`, `variant`, `fault` (when planted), `setting NAME=VALUE`,
     /// `linkage GLOB LINKAGE`, `entry NAME FLAGS`, `swaps NAME...` (the members of a
     /// constant-swap family) and `input ENTRY A B` lines (an argument `iVALUE` or
     /// `@ENTRY`, an entry's address) in the program's order, then `clif` and the
@@ -968,6 +998,7 @@ pub mod jit {
         let mut s = String::new();
         let _ = writeln!(s, "mode {}", config.mode.flag());
         let _ = writeln!(s, "similar {}", config.similar);
+        let _ = writeln!(s, "variant {}", config.variant.name());
         if let Some(fault) = fault {
             let _ = writeln!(s, "fault {}", fault.call);
         }
@@ -1025,6 +1056,12 @@ pub mod jit {
                     config.mode = *Mode::ALL.iter().find(|x| x.flag() == m).unwrap();
                 }
                 ["similar", s] => config.similar = s.parse().unwrap(),
+                ["variant", v] => {
+                    config.variant = std::iter::once(Variant::Plain)
+                        .chain(Variant::OTHERS)
+                        .find(|x| x.name() == v)
+                        .unwrap_or_else(|| panic!("unknown variant {v:?}"));
+                }
                 ["fault", call] => {
                     fault = Some(Fault {
                         call: call.parse().unwrap(),
