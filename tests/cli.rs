@@ -710,6 +710,48 @@ fn emit_clif_redirects_callers_and_drops_erased_functions() {
 }
 
 #[test]
+fn emit_clif_copies_a_body_that_reads_its_frame() {
+    for mode in ["trampolines", "aliases"] {
+        let run = run(args![
+            fixture("cli/frame_readers.clif"),
+            "--emit-clif",
+            "-",
+            "--merge-functions",
+            mode,
+            "--set",
+            "preserve_frame_pointers=true",
+            "--target",
+            X86
+        ])
+        .ok();
+        let f = parse_clif(&run.stdout);
+        // %where2 is %where1's body under its own name: it calls nobody and reads its
+        // own frame, as %where1 does.
+        assert!(callees(&f["%where2"]).is_empty(), "{mode}: {}", run.stdout);
+        assert_eq!(
+            f["%where2"]
+                .display()
+                .to_string()
+                .replace("%where2", "%where1"),
+            f["%where1"].display().to_string(),
+            "{mode}"
+        );
+        assert!(
+            run.stdout
+                .contains("; clif-merge: %where2 is a copy of %where1, which reads its frame"),
+            "{mode}: {}",
+            run.stdout
+        );
+        // A body that does not read its frame still gets a thunk.
+        assert_eq!(
+            callees(&f["%plain2"]),
+            BTreeSet::from(["%plain1".to_string()]),
+            "{mode}"
+        );
+    }
+}
+
+#[test]
 fn explain_says_why() {
     let explain = |a: &str, b: &str, extra: &[&str]| {
         let mut args = args![example(), "--target", X86, "--explain", a, b];

@@ -5,6 +5,11 @@
 //! alias (CLIF has no aliases), appears as a CLIF thunk that forwards its arguments to the
 //! body. An alias is marked by a comment. Erased functions are gone, except those whose
 //! address some function takes: they appear as an alias, so the address keeps its name.
+//!
+//! A CLIF thunk calls the body and returns, so the body would run in the thunk's frame. A
+//! body that reads its return address, frame pointer or stack pointer must see its
+//! caller's, as it does in the object, where such a folded name gets a jump or a copy of
+//! the body: here it gets a copy (the body under the folded name, calls redirected).
 
 use std::fmt::Write as _;
 
@@ -68,8 +73,20 @@ pub fn merged_clif(
                     }
                     _ => {}
                 }
-                let thunk = clif_thunk(&m.name, &m.func.signature, &target, frontend_config, false);
-                let _ = writeln!(out, "{}", thunk.display());
+                let kept = group.expect("a folded function has a group").kept;
+                let folded = if module.get(kept).observes_its_frame() {
+                    let _ = writeln!(
+                        out,
+                        "; clif-merge: {} is a copy of {target}, which reads its frame",
+                        m.name
+                    );
+                    let mut copy = redirected(module, plan, kept);
+                    copy.name = m.func.name.clone();
+                    copy
+                } else {
+                    clif_thunk(&m.name, &m.func.signature, &target, frontend_config, false)
+                };
+                let _ = writeln!(out, "{}", folded.display());
             }
         }
     }

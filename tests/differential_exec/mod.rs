@@ -15,9 +15,10 @@
 //! defines every function as written. Each program is also built with one of the command
 //! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
-//! `--no-alignment-merging`, `unwind_info=false`; the JIT builds with the plugin's same
-//! options, but for function sections), in `trampolines` and `aliases` with merge-similar;
-//! each program takes one, in turn.
+//! `--no-alignment-merging`, `unwind_info=false`, and `--emit-clif`, whose CLIF is
+//! compiled as written into the object that runs; the JIT builds with the plugin's same
+//! options, but for function sections and CLIF), in `trampolines` and `aliases` with
+//! merge-similar; each program takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -152,17 +153,21 @@ pub enum Variant {
     NoAlignmentMerging,
     /// `--set unwind_info=false`: no `.eh_frame`.
     NoUnwindInfo,
+    /// `--emit-clif`: the merged module written as CLIF, which is then compiled as it is
+    /// (`--merge-functions disabled`) into the object that runs (objects only).
+    EmittedClif,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 6] = [
+    pub const OTHERS: [Variant; 7] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
         Variant::NoCodeFolding,
         Variant::NoAlignmentMerging,
         Variant::NoUnwindInfo,
+        Variant::EmittedClif,
     ];
 
     /// The command-line arguments it adds.
@@ -175,6 +180,8 @@ impl Variant {
             Variant::NoCodeFolding => &["--no-code-folding"],
             Variant::NoAlignmentMerging => &["--no-alignment-merging"],
             Variant::NoUnwindInfo => &["--set", "unwind_info=false"],
+            // The CLIF is written besides the object ([`run_object`] names the file).
+            Variant::EmittedClif => &[],
         }
     }
 
@@ -188,13 +195,15 @@ impl Variant {
             Variant::NoCodeFolding => "no-code-folding",
             Variant::NoAlignmentMerging => "no-alignment-merging",
             Variant::NoUnwindInfo => "no-unwind-info",
+            Variant::EmittedClif => "emitted-clif",
         }
     }
 
-    /// Whether a JIT has the option (a JIT module has no sections of its own).
+    /// Whether a JIT has the option (a JIT module has no sections of its own, and the
+    /// plugin writes no CLIF).
     pub fn in_jit(self) -> bool {
         match self {
-            Variant::FunctionSections => false,
+            Variant::FunctionSections | Variant::EmittedClif => false,
             Variant::Plain
             | Variant::AddressesInsignificant
             | Variant::NoCycles
@@ -388,12 +397,29 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     std::fs::write(&input, &program.clif).map_err(|e| e.to_string())?;
     let object = dir.join("gen.o");
     let report = dir.join("report.json");
-    command(
-        Command::new(env!("CARGO_BIN_EXE_clif-merge"))
-            .args(clif_merge_args(program, config, &input, &object))
-            .arg("--report")
-            .arg(&report),
-    )?;
+    let emitted = dir.join("merged.clif");
+    let mut merge = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
+    merge
+        .args(clif_merge_args(program, config, &input, &object))
+        .arg("--report")
+        .arg(&report);
+    if config.variant == Variant::EmittedClif {
+        merge.arg("--emit-clif").arg(&emitted);
+    }
+    command(&mut merge)?;
+    if config.variant == Variant::EmittedClif {
+        // The merged CLIF compiled as written, in place of the merged object.
+        let unmerged = Config {
+            mode: Mode::Disabled,
+            similar: false,
+            variant: Variant::Plain,
+            ..config
+        };
+        command(
+            Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+                .args(clif_merge_args(program, unmerged, &emitted, &object)),
+        )?;
+    }
     let report: clif_merge::report::Report =
         serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
             .map_err(|e| format!("the report: {e}"))?;
@@ -597,6 +623,14 @@ pub fn compare(
         let insignificant = config.addresses_insignificant();
         let same = if insignificant && flags & flags::ADDRESS_SENSITIVE != 0 {
             true
+        } else if flags & flags::ADDRESS_RESULT != 0
+            && insignificant
+            && config.variant == Variant::EmittedClif
+        {
+            // CLIF has no aliases: `--emit-clif` writes an alias as a function of its own
+            // (a thunk, or a copy of a body that reads its frame), so an address taken in
+            // the body names the body, not the alias. Still an address.
+            have.starts_with('@') && want_hash == have_hash
         } else if flags & flags::ADDRESS_RESULT != 0 && insignificant {
             // Every entry the address was before it still is.
             let set = |s: &str| -> Vec<String> {
