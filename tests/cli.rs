@@ -738,7 +738,7 @@ fn emit_clif_copies_a_body_that_reads_its_frame() {
         );
         assert!(
             run.stdout
-                .contains("; clif-merge: %where2 is a copy of %where1, which reads its frame"),
+                .contains("; clif-merge: %where2 is a copy of %where1, which reads its frame (or its body does)"),
             "{mode}: {}",
             run.stdout
         );
@@ -749,6 +749,33 @@ fn emit_clif_copies_a_body_that_reads_its_frame() {
             "{mode}"
         );
     }
+}
+
+#[test]
+fn emit_clif_takes_the_address_of_an_erased_function_at_its_body() {
+    // `%l_b` folds into `%l_a` and is erased (local, and in `aliases` mode nobody compares
+    // addresses): in the object its address is `%l_a`'s, however it is taken, so the CLIF
+    // names `%l_a` wherever `%l_b`'s address was taken, and `%l_b` is gone.
+    let run = run(args![
+        fixture("exec/local_function_addresses.clif"),
+        "--emit-clif",
+        "-",
+        "--merge-functions",
+        "aliases",
+        "--linkage",
+        "l_*=local",
+        "--target",
+        X86
+    ])
+    .ok();
+    let f = parse_clif(&run.stdout);
+    assert!(!f.contains_key("%l_b"), "{}", run.stdout);
+    assert_eq!(
+        callees(&f["%same_b"]),
+        BTreeSet::from(["%l_a".to_string(), "%l_get_a".to_string()]),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

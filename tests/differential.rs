@@ -9,9 +9,9 @@
 //! generator must become one shared body with holes); and builds with each of the
 //! command line's other options ([`Variant`]: `--function-sections` linked with
 //! `--gc-sections`, `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
-//! `--no-alignment-merging`, `unwind_info=false`, `--emit-clif` with the CLIF compiled as
-//! written, and the plugin's same options in the JIT but for function sections and CLIF),
-//! one per program in turn. Every entry must return the same results on the same
+//! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks`, `--emit-clif` with the
+//! CLIF compiled as written, and the plugin's same options in the JIT but for function
+//! sections and CLIF), one per program in turn. Every entry must return the same results on the same
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.

@@ -1,24 +1,31 @@
 //! `--emit-clif`: the merged module as CLIF text that cranelift-reader parses back.
 //!
-//! Kept functions appear with their calls redirected (a call to a folded function names the
-//! kept one); shared local bodies appear under their own name; every thunk, and every
+//! Kept functions appear with their calls redirected (a call to a folded function names
+//! its group's body: the kept function, or the shared local body when the kept function is
+//! preemptible); shared local bodies appear under their own name; every thunk, and every
 //! alias (CLIF has no aliases), appears as a CLIF thunk that forwards its arguments to the
-//! body. An alias is marked by a comment. Erased functions are gone, except those whose
-//! address some function takes: they appear as an alias, so the address keeps its name.
+//! body. An alias is marked by a comment. Erased functions are gone.
+//!
+//! Where the object gives a folded function its body's address (an erased function, or an
+//! alias, a symbol at the body, unless it is preemptible: the definition that preempts it
+//! takes its name), every address use in the CLIF (`func_addr`, `symbol_value`) names the
+//! body, so that the address compares equal to itself however it was taken, as in the
+//! object. (An alias's own name, taken from outside the module, is its thunk's address
+//! here.)
 //!
 //! A CLIF thunk calls the body and returns, so the body would run in the thunk's frame. A
 //! body that reads its return address, frame pointer or stack pointer must see its
 //! caller's, as it does in the object, where such a folded name gets a jump or a copy of
-//! the body: here it gets a copy (the body under the folded name, calls redirected).
+//! the body: here it gets a copy (the body under the folded name). So does a folded name
+//! whose body is merge-similar's thunk into such a body ([`reaches_a_frame_reader`]).
 
 use std::fmt::Write as _;
 
-use cranelift_codegen::ir::{self, InstructionData};
+use cranelift_codegen::ir::{self, GlobalValueData, InstructionData};
 use cranelift_codegen::isa::TargetFrontendConfig;
-use cranelift_entity::SecondaryMap;
 
-use super::thunk::clif_thunk;
-use crate::merge::{Action, Body, FuncIndex, MergePlan, Module};
+use super::thunk::{clif_thunk, reaches_a_frame_reader};
+use crate::merge::{Action, Body, FuncIndex, Group, Linkage, MergePlan, Module};
 use crate::names::FuncName;
 use crate::names::{external_name, user_func_name};
 
@@ -28,22 +35,12 @@ pub fn merged_clif(
     plan: &MergePlan,
     frontend_config: TargetFrontendConfig,
 ) -> String {
-    let mut address_used: SecondaryMap<FuncIndex, bool> = SecondaryMap::new();
-    for f in module.indices() {
-        for g in module.references(f).addresses {
-            address_used[g] = true;
-        }
-    }
     let mut out = String::new();
     for (f, m) in module.iter() {
         let group = plan.group_of(f);
-        let body_name = group.map(|g| match &g.body {
-            Body::Kept => module.get(g.kept).name.clone(),
-            Body::SharedLocal { symbol } => FuncName::TestCase(symbol.clone()),
-        });
         if let Some(g) = group {
             if let (true, Body::SharedLocal { symbol }) = (g.kept == f, &g.body) {
-                let mut body = redirected(module, plan, f);
+                let mut body = written(module, plan, f);
                 body.name = user_func_name(&FuncName::TestCase(symbol.clone()));
                 let _ = writeln!(
                     out,
@@ -55,32 +52,23 @@ pub fn merged_clif(
         }
         match plan.action(f) {
             Action::Keep => {
-                let _ = writeln!(out, "{}", redirected(module, plan, f).display());
+                let _ = writeln!(out, "{}", written(module, plan, f).display());
             }
-            Action::Erased if !address_used[f] => {}
-            action @ (Action::Erased | Action::Alias | Action::Thunk) => {
-                let target = body_name.expect("a folded function has a group");
-                match action {
-                    Action::Alias => {
-                        let _ = writeln!(out, "; clif-merge: {} is an alias of {}", m.name, target);
-                    }
-                    Action::Erased => {
-                        let _ = writeln!(
-                            out,
-                            "; clif-merge: {} is erased; its address is that of {}",
-                            m.name, target
-                        );
-                    }
-                    _ => {}
+            // Every use of its address names the body.
+            Action::Erased => {}
+            action @ (Action::Alias | Action::Thunk) => {
+                let group = group.expect("a folded function has a group");
+                let target = body_name(module, group);
+                if action == Action::Alias {
+                    let _ = writeln!(out, "; clif-merge: {} is an alias of {}", m.name, target);
                 }
-                let kept = group.expect("a folded function has a group").kept;
-                let folded = if module.get(kept).observes_its_frame() {
+                let folded = if reaches_a_frame_reader(module, group.kept) {
                     let _ = writeln!(
                         out,
-                        "; clif-merge: {} is a copy of {target}, which reads its frame",
+                        "; clif-merge: {} is a copy of {target}, which reads its frame (or its body does)",
                         m.name
                     );
-                    let mut copy = redirected(module, plan, kept);
+                    let mut copy = written(module, plan, group.kept);
                     copy.name = m.func.name.clone();
                     copy
                 } else {
@@ -93,12 +81,62 @@ pub fn merged_clif(
     out
 }
 
-/// A copy of `f` whose direct calls follow the plan: a call to a redirected or erased
-/// function names the kept function. Address uses (`func_addr`, `symbol`) keep their
-/// names: emission resolves an erased name to its group's body, and `--emit-clif` keeps
-/// such a name as an alias.
-pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
+/// Where a group's body is: the kept function, or the shared local body.
+fn body_name(module: &Module, group: &Group) -> FuncName {
+    match &group.body {
+        Body::Kept => module.get(group.kept).name.clone(),
+        Body::SharedLocal { symbol } => FuncName::TestCase(symbol.clone()),
+    }
+}
+
+/// `f` as the CLIF shows it: a call to a redirected or erased function names its group's
+/// body, and so does an address use of a function whose address is its body's (erased,
+/// or an alias that is not preemptible).
+fn written(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
     let mut func = module.get(f).func.clone();
+    let address_use = address_uses(&func);
+    // The body a reference to `name` goes to, when it goes to one.
+    let body_for = |name: &FuncName, address: bool| -> Option<FuncName> {
+        let g = module.lookup(name)?;
+        let group = plan.group_of(g)?;
+        let to_body = if address {
+            match plan.action(g) {
+                Action::Erased => true,
+                // A symbol at the body, but one that may be preempted: its name decides.
+                Action::Alias => module.get(g).linkage != Linkage::Preemptible,
+                Action::Keep | Action::Thunk => false,
+            }
+        } else {
+            plan.action(g) == Action::Erased || plan.redirect(g).is_some()
+        };
+        to_body.then(|| body_name(module, group))
+    };
+    let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
+    for fref in refs {
+        let name = FuncName::of_external(&func, &func.dfg.ext_funcs[fref].name);
+        if let Some(body) = body_for(&name, address_use[fref.as_u32() as usize]) {
+            func.dfg.ext_funcs[fref].name = external_name(&mut func, &body);
+        }
+    }
+    let gvs: Vec<ir::GlobalValue> = func.global_values.keys().collect();
+    for gv in gvs {
+        let GlobalValueData::Symbol { name, .. } = &func.global_values[gv] else {
+            continue;
+        };
+        let Some(body) = body_for(&FuncName::of_external(&func, name), true) else {
+            continue;
+        };
+        let renamed = external_name(&mut func, &body);
+        if let GlobalValueData::Symbol { name, .. } = &mut func.global_values[gv] {
+            *name = renamed;
+        }
+    }
+    func
+}
+
+/// Which of `func`'s external functions have their address taken (`func_addr`), by
+/// `FuncRef` number.
+fn address_uses(func: &ir::Function) -> Vec<bool> {
     let mut address_use = vec![false; func.dfg.ext_funcs.len()];
     for block in func.layout.blocks() {
         for inst in func.layout.block_insts(block) {
@@ -107,6 +145,16 @@ pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Functi
             }
         }
     }
+    address_use
+}
+
+/// A copy of `f` whose direct calls follow the plan, for compiling: a call to a redirected
+/// or erased function names the kept function (emission resolves the kept function's
+/// number to its group's body). Address uses (`func_addr`, `symbol`) keep their names:
+/// emission resolves an erased name to its group's body, and an alias is a symbol at it.
+pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
+    let mut func = module.get(f).func.clone();
+    let address_use = address_uses(&func);
     let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
     for fref in refs {
         if address_use[fref.as_u32() as usize] {

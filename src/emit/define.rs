@@ -25,7 +25,7 @@ use cranelift_module::{
 
 use super::compile::{compile_one, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
 use super::sizes::padded;
-use super::thunk::{clif_thunk, jump_thunk};
+use super::thunk::{clif_thunk, jump_thunk, reaches_a_frame_reader};
 use super::unwind::Frames;
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
@@ -245,8 +245,9 @@ pub fn define_all<M: CraneliftModule>(
                     // The body is no larger than a jump: a copy costs nothing more.
                     Some(jump) if code.bytes.len() <= jump.bytes.len() => Job::Copy(code),
                     Some(jump) => Job::Jump(jump),
-                    // A body that reads its frame must not see a thunk's: a copy of it.
-                    None if thunk_adds_frame && module.get(kept).observes_its_frame() => {
+                    // A body that reads its frame, itself or behind merge-similar's thunk,
+                    // must not see a thunk's frame: a copy of it.
+                    None if thunk_adds_frame && reaches_a_frame_reader(module, kept) => {
                         Job::Copy(code)
                     }
                     None => Job::Clif(body),

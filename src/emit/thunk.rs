@@ -30,6 +30,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use target_lexicon::Architecture;
 
+use crate::merge::{FuncIndex, Module};
 use crate::names::{external_name, user_func_name, FuncName};
 
 pub mod aarch64;
@@ -86,6 +87,35 @@ pub fn jump_thunk(
         }
         _ => None,
     }
+}
+
+/// Whether calling `f` runs code that reads its return address, frame pointer or stack
+/// pointer in the frame `f` was called in: `f` reads them itself, or `f` is a thunk of
+/// merge-similar's shape ([`shape`]) into a function that does. Merge-similar puts a body
+/// that reads its frame behind no thunk but a frameless jump (the frame rule of
+/// [`crate::merge::similar`]), so the body sees the frame of whoever called the thunk. A
+/// folded name whose group runs such code must not be a thunk that adds a frame of its
+/// own: it is a jump, or a copy.
+///
+/// A chain of thunk-shaped functions longer than a few (only input functions that call
+/// each other in a cycle make one) counts as reading its frame: a copy is always sound.
+pub fn reaches_a_frame_reader(module: &Module, f: FuncIndex) -> bool {
+    let mut at = f;
+    for _ in 0..8 {
+        let m = module.get(at);
+        if m.observes_its_frame() {
+            return true;
+        }
+        let Some(thunk) = shape::of(&m.func) else {
+            return false;
+        };
+        let callee = &m.func.dfg.ext_funcs[thunk.callee].name;
+        match module.lookup(&FuncName::of_external(&m.func, callee)) {
+            Some(next) => at = next,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// A thunk as CLIF: a function named `name` with `signature` that passes its arguments to

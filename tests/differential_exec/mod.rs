@@ -15,10 +15,11 @@
 //! defines every function as written. Each program is also built with one of the command
 //! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
-//! `--no-alignment-merging`, `unwind_info=false`, and `--emit-clif`, whose CLIF is
-//! compiled as written into the object that runs; the JIT builds with the plugin's same
-//! options, but for function sections and CLIF), in `trampolines` and `aliases` with
-//! merge-similar; each program takes one, in turn.
+//! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
+//! without a jump thunk), and `--emit-clif`, whose CLIF is compiled as written into the
+//! object that runs; the JIT builds with the plugin's same options, but for function
+//! sections and CLIF), in `trampolines` and `aliases` with merge-similar; each program
+//! takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -156,11 +157,14 @@ pub enum Variant {
     /// `--emit-clif`: the merged module written as CLIF, which is then compiled as it is
     /// (`--merge-functions disabled`) into the object that runs (objects only).
     EmittedClif,
+    /// `--clif-thunks`: thunks compiled from CLIF (a call and a return, or a tail call)
+    /// instead of written as a jump, as on targets that have no jump thunk.
+    ClifThunks,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 7] = [
+    pub const OTHERS: [Variant; 8] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -168,6 +172,7 @@ impl Variant {
         Variant::NoAlignmentMerging,
         Variant::NoUnwindInfo,
         Variant::EmittedClif,
+        Variant::ClifThunks,
     ];
 
     /// The command-line arguments it adds.
@@ -182,6 +187,7 @@ impl Variant {
             Variant::NoUnwindInfo => &["--set", "unwind_info=false"],
             // The CLIF is written besides the object ([`run_object`] names the file).
             Variant::EmittedClif => &[],
+            Variant::ClifThunks => &["--clif-thunks"],
         }
     }
 
@@ -196,6 +202,7 @@ impl Variant {
             Variant::NoAlignmentMerging => "no-alignment-merging",
             Variant::NoUnwindInfo => "no-unwind-info",
             Variant::EmittedClif => "emitted-clif",
+            Variant::ClifThunks => "clif-thunks",
         }
     }
 
@@ -209,7 +216,8 @@ impl Variant {
             | Variant::NoCycles
             | Variant::NoCodeFolding
             | Variant::NoAlignmentMerging
-            | Variant::NoUnwindInfo => true,
+            | Variant::NoUnwindInfo
+            | Variant::ClifThunks => true,
         }
     }
 }
@@ -889,6 +897,7 @@ pub mod jit {
                 .map_err(|e| e.to_string())?
                 .with_emit_options(EmitOptions {
                     fold_machine_code: config.variant != Variant::NoCodeFolding,
+                    clif_thunks: config.variant == Variant::ClifThunks,
                     ..EmitOptions::default()
                 });
             if config.similar {
