@@ -160,11 +160,20 @@ pub enum Variant {
     /// `--clif-thunks`: thunks compiled from CLIF (a call and a return, or a tail call)
     /// instead of written as a jump, as on targets that have no jump thunk.
     ClifThunks,
+    /// aarch64's branch protection, `--set use_bti=true`, where it is enforced: the shared
+    /// library is linked with `-z force-bti` (and without the C runtime's start files,
+    /// which have no landing pads), so the dynamic loader maps its code guarded, and an
+    /// indirect call into it (the harness calls every entry through a pointer) or an
+    /// indirect branch within it that lands anywhere but a landing pad is an illegal
+    /// instruction under qemu. The shared library only: this cross toolchain's start
+    /// files, in every executable, have no landing pads, and the JIT image's loader maps
+    /// no guarded pages.
+    BranchProtection,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 8] = [
+    pub const OTHERS: [Variant; 9] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -173,6 +182,7 @@ impl Variant {
         Variant::NoUnwindInfo,
         Variant::EmittedClif,
         Variant::ClifThunks,
+        Variant::BranchProtection,
     ];
 
     /// The command-line arguments it adds.
@@ -188,6 +198,7 @@ impl Variant {
             // The CLIF is written besides the object ([`run_object`] names the file).
             Variant::EmittedClif => &[],
             Variant::ClifThunks => &["--clif-thunks"],
+            Variant::BranchProtection => &["--set", "use_bti=true"],
         }
     }
 
@@ -203,14 +214,32 @@ impl Variant {
             Variant::NoUnwindInfo => "no-unwind-info",
             Variant::EmittedClif => "emitted-clif",
             Variant::ClifThunks => "clif-thunks",
+            Variant::BranchProtection => "branch-protection",
         }
     }
 
-    /// Whether a JIT has the option (a JIT module has no sections of its own, and the
-    /// plugin writes no CLIF).
-    pub fn in_jit(self) -> bool {
+    /// Whether the architecture has the option.
+    pub fn on(self, arch: Arch) -> bool {
         match self {
-            Variant::FunctionSections | Variant::EmittedClif => false,
+            Variant::BranchProtection => arch == Arch::Aarch64,
+            Variant::Plain
+            | Variant::FunctionSections
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::NoUnwindInfo
+            | Variant::EmittedClif
+            | Variant::ClifThunks => true,
+        }
+    }
+
+    /// Whether it applies to builds of `output` (a JIT module has no sections of its own,
+    /// and the plugin writes no CLIF).
+    pub fn for_output(self, output: Output) -> bool {
+        match self {
+            Variant::BranchProtection => output == Output::SharedLibrary,
+            Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
             | Variant::AddressesInsignificant
             | Variant::NoCycles
@@ -441,9 +470,18 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let cc = config.arch.cc();
     // Objects with a section per function are linked as their users link them: sections
     // no relocation or symbol keeps alive are dropped.
-    let gc_sections: &[&str] = match config.variant {
-        Variant::FunctionSections => &["-Wl,--gc-sections"],
-        _ => &[],
+    // How the object is linked: into the shared library, and into the executable.
+    let (library_flags, executable_flags): (&[&str], &[&str]) = match config.variant {
+        Variant::FunctionSections => (&["-Wl,--gc-sections"], &["-Wl,--gc-sections"]),
+        Variant::BranchProtection => (&["-nostartfiles", "-Wl,-z,force-bti"], &[]),
+        Variant::Plain
+        | Variant::AddressesInsignificant
+        | Variant::NoCycles
+        | Variant::NoCodeFolding
+        | Variant::NoAlignmentMerging
+        | Variant::NoUnwindInfo
+        | Variant::EmittedClif
+        | Variant::ClifThunks => (&[], &[]),
     };
     match config.output {
         Output::SharedLibrary => {
@@ -451,7 +489,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             command(
                 Command::new(cc)
                     .arg("-shared")
-                    .args(gc_sections)
+                    .args(library_flags)
                     .arg("-o")
                     .arg(&lib)
                     .arg(&object),
@@ -470,7 +508,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             command(
                 Command::new(cc)
                     .args(["-O1", "-fno-omit-frame-pointer", "-no-pie"])
-                    .args(gc_sections)
+                    .args(executable_flags)
                     .arg("-o")
                     .arg(&exe)
                     .arg(&harness)
