@@ -779,6 +779,53 @@ fn emit_clif_takes_the_address_of_an_erased_function_at_its_body() {
 }
 
 #[test]
+fn branch_protection_keeps_tail_callee_holes_apart() {
+    // The merged body would tail-call through a register (`br`), which lands on none of
+    // Cranelift's `bti c` pads: with `use_bti`, neither merge-similar's holes nor merging
+    // by alignment take such functions; without it, both do.
+    let groups = |bti: bool| -> BTreeSet<(String, bool)> {
+        let report = run(args![
+            fixture("cli/tail_callee_holes.clif"),
+            "--target",
+            "aarch64-unknown-linux-gnu",
+            "--merge-similar",
+            "--set",
+            format!("use_bti={bti}"),
+            "--report",
+            "-"
+        ])
+        .ok()
+        .json();
+        report["similar"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let members: Vec<&str> = g["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap())
+                    .collect();
+                (members.join(" "), g["aligned"].as_bool().unwrap_or(false))
+            })
+            .collect()
+    };
+    let both = |pairs: &[(&str, bool)]| -> BTreeSet<(String, bool)> {
+        pairs.iter().map(|&(m, a)| (m.to_string(), a)).collect()
+    };
+    assert_eq!(
+        groups(false),
+        both(&[
+            ("%callee_a %callee_b", false),
+            ("%f_a %f_b", false),
+            ("%g_a %g_b", true)
+        ])
+    );
+    assert_eq!(groups(true), both(&[("%callee_a %callee_b", false)]));
+}
+
+#[test]
 fn explain_says_why() {
     let explain = |a: &str, b: &str, extra: &[&str]| {
         let mut args = args![example(), "--target", X86, "--explain", a, b];

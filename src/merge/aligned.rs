@@ -277,6 +277,9 @@ pub enum Declined {
     Thunk,
     /// A member reads its frame, and a thunk would add one.
     FrameReader,
+    /// Under branch protection, the body would tail-call through a register where the
+    /// members tail-called directly ([`super::similar::adds_indirect_tail_calls`]).
+    IndirectTailCall,
     /// The two thunks take at least what the smaller member would save (the body holds at
     /// least the larger member): not aligned.
     Thunks {
@@ -311,6 +314,11 @@ impl std::fmt::Display for Declined {
             Declined::FrameReader => write!(
                 f,
                 "one reads its frame, and a thunk into the merged body would add a frame"
+            ),
+            Declined::IndirectTailCall => write!(
+                f,
+                "the merged body would tail-call through a register, which branch protection \
+                 stops where the two tail-call directly"
             ),
             Declined::Thunks { thunks, smaller } => write!(
                 f,
@@ -386,6 +394,10 @@ pub fn try_pair(
     let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
         .ok_or(Declined::OutOfScope)?;
     debug_assert_eq!(body.signature, signature);
+    if isa.is_branch_protection_enabled() && super::similar::adds_indirect_tail_calls(&body, [l, r])
+    {
+        return Err(Declined::IndirectTailCall);
+    }
     let before = pair.member_bytes[0] + pair.member_bytes[1];
     let after = isa.text_size(&body) + thunk_bytes;
     if cost_model && after >= before {

@@ -35,7 +35,14 @@
 //!    on x86_64 and aarch64): a thunk that calls the body and returns would stand between
 //!    the body and its caller, and the body would see the thunk's frame. The report counts
 //!    the groups this rule keeps apart.
-//! 5. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
+//! 5. **Branch protection.** With aarch64's `use_bti`, a group is not merged when its
+//!    body tail-calls through a register where the members tail-called directly (a callee
+//!    hole in a `return_call`): Cranelift's `return_call_indirect` is a `br` through any
+//!    register, which may land only on a `bti j` or `bti jc` pad, and every function it
+//!    compiles starts with `bti c`, so the merged code would stop with an illegal
+//!    instruction where the members ran ([`adds_indirect_tail_calls`]; merging by
+//!    alignment follows the same rule).
+//! 6. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
 //!    bytes than the originals, by the sizes [`CodeFacts::text_size`] gives: exact for a
 //!    thunk written directly as machine code, estimated from the IR for everything else
 //!    ([`crate::estimate`], calibrated per target against real compiles). Nothing is
@@ -409,10 +416,32 @@ enum NotBuilt {
     Unbuildable,
     /// A member reads its frame and a thunk would add one (the frame rule).
     FrameReaderBehindFramedThunk,
+    /// The body would tail-call through a register under branch protection.
+    IndirectTailCallUnderBranchProtection,
+}
+
+/// Whether `body` tail-calls through a register (`return_call_indirect`) more often than
+/// any of `members` does: where a merge turned direct tail calls into one through a
+/// register (a callee hole). Under branch protection that call cannot land on a function
+/// Cranelift compiled (the branch-protection rule above).
+pub(super) fn adds_indirect_tail_calls<'f>(
+    body: &Function,
+    members: impl IntoIterator<Item = &'f Function>,
+) -> bool {
+    let count = |f: &Function| {
+        f.layout
+            .blocks()
+            .flat_map(|b| f.layout.block_insts(b))
+            .filter(|&i| f.dfg.insts[i].opcode() == ir::Opcode::ReturnCallIndirect)
+            .count()
+    };
+    let most = members.into_iter().map(count).max().unwrap_or(0);
+    count(body) > most
 }
 
 /// Build every candidate in parallel (in candidate order), or say why not: the body cannot
-/// be built, or it reads its frame behind a thunk that would add one.
+/// be built, it reads its frame behind a thunk that would add one, or it would tail-call
+/// through a register under branch protection.
 fn build_all(
     module: &Module,
     target: &TargetInfo,
@@ -436,6 +465,11 @@ fn build_all(
             let frameless = |t: &Function| isa.is_frameless_thunk(t);
             if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
                 return Err(NotBuilt::FrameReaderBehindFramedThunk);
+            }
+            let members = c.members.iter().map(|&m| &module.get(m).func);
+            if isa.is_branch_protection_enabled() && adds_indirect_tail_calls(&built.body, members)
+            {
+                return Err(NotBuilt::IndirectTailCallUnderBranchProtection);
             }
             Ok((c.clone(), built))
         })
