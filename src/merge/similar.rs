@@ -424,7 +424,7 @@ enum NotBuilt {
 /// any of `members` does: where a merge turned direct tail calls into one through a
 /// register (a callee hole). Under branch protection that call cannot land on a function
 /// Cranelift compiled (the branch-protection rule above).
-pub(super) fn adds_indirect_tail_calls<'f>(
+pub fn adds_indirect_tail_calls<'f>(
     body: &Function,
     members: impl IntoIterator<Item = &'f Function>,
 ) -> bool {
