@@ -39,9 +39,9 @@ use differential_exec::{
 };
 
 /// Every configuration for `arch` that this machine can run, references first, then the
-/// builds with `variant` (in `trampolines` and `aliases`, with merge-similar; objects, and
-/// the JIT where it has the option).
-fn configurations(arch: Arch, variant: Variant) -> Vec<Config> {
+/// builds with each of `variants` (in `trampolines` and `aliases`, with merge-similar;
+/// objects, and the JIT where it has the option).
+fn configurations(arch: Arch, variants: &[Variant]) -> Vec<Config> {
     let mut outputs = vec![Output::SharedLibrary, Output::Executable];
     // On the host in a child process; aarch64 elsewhere as an image under qemu.
     if arch.is_host() || arch == Arch::Aarch64 {
@@ -61,7 +61,7 @@ fn configurations(arch: Arch, variant: Variant) -> Vec<Config> {
             }
         }
     }
-    if variant != Variant::Plain {
+    for &variant in variants.iter().filter(|&&v| v != Variant::Plain) {
         let mut outputs = vec![Output::SharedLibrary, Output::Executable];
         if arch.is_host() || arch == Arch::Aarch64 {
             outputs.push(Output::Jit);
@@ -136,21 +136,21 @@ fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
         );
     }
     let variant = variant_of(seed as usize);
-    check_program(&program, &format!("seed-{seed}"), archs, variant, tally);
+    check_program(&program, &format!("seed-{seed}"), archs, &[variant], tally);
 }
 
 /// Build and run `program` (called `label` in messages and failure files: `seed-N`, or
-/// `fixture-NAME`) in every configuration of `archs`, `variant`'s included.
+/// `fixture-NAME`) in every configuration of `archs`, those of `variants` included.
 fn check_program(
     program: &gen::Program,
     label: &str,
     archs: &[Arch],
-    variant: Variant,
+    variants: &[Variant],
     tally: &Tally,
 ) {
     let scratch = tempfile::tempdir().unwrap();
     for &arch in archs {
-        let configs = configurations(arch, variant);
+        let configs = configurations(arch, variants);
         let mut reference = std::collections::HashMap::new();
         for (i, &config) in configs.iter().enumerate() {
             let dir = scratch.path().join(format!("{i}"));
@@ -356,7 +356,21 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     assert!(paths.len() >= 3, "fixtures/exec is missing its fixtures");
     let tally = Tally::default();
     for (n, path) in paths.iter().enumerate() {
-        let program = program_from_fixture(&std::fs::read_to_string(path).unwrap());
+        let text = std::fs::read_to_string(path).unwrap();
+        let program = program_from_fixture(&text);
+        // A fixture may name the variants that found its bug (`; variant: NAME`, repeatable);
+        // the others take the next in turn.
+        let mut variants: Vec<Variant> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("; variant: "))
+            .map(|name| {
+                Variant::by_name(name.trim())
+                    .unwrap_or_else(|| panic!("{}: unknown variant {name:?}", path.display()))
+            })
+            .collect();
+        if variants.is_empty() {
+            variants.push(variant_of(n));
+        }
         assert!(
             !program.entries.is_empty(),
             "{}: no entries",
@@ -368,7 +382,7 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
             &program,
             &format!("fixture-{stem}"),
             &archs,
-            variant_of(n),
+            &variants,
             &tally,
         );
         let mut failures = tally.failures.lock().unwrap();
@@ -424,7 +438,7 @@ fn a_wrong_merge_is_reported() {
             .collect();
         expected.sort();
         for arch in architectures() {
-            for reference in configurations(arch, Variant::Plain)
+            for reference in configurations(arch, &[])
                 .into_iter()
                 .filter(|c| c.is_reference())
             {
@@ -464,7 +478,7 @@ fn a_wrong_merge_is_reported() {
 fn a_crashing_jit_build_is_a_failure_not_the_end() {
     let Some(host) = architectures()
         .into_iter()
-        .flat_map(|arch| configurations(arch, Variant::Plain))
+        .flat_map(|arch| configurations(arch, &[]))
         .find(|c| c.output == Output::Jit && c.mode == Mode::Trampolines && c.similar)
     else {
         // As every configuration this machine cannot run, with a notice.
@@ -551,7 +565,7 @@ fn long_mode() {
     });
     let configs: usize = archs
         .iter()
-        .map(|&a| configurations(a, Variant::OTHERS[0]).len())
+        .map(|&a| configurations(a, &[Variant::OTHERS[0]]).len())
         .sum();
     eprintln!(
         "differential long mode: {}; {configs} configurations per program over {:?} (one other option each, in turn); {} failures; {:.0} s",

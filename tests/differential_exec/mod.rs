@@ -202,8 +202,15 @@ impl Variant {
         }
     }
 
-    /// Its name in job and failure files.
-    fn name(self) -> &'static str {
+    /// The variant called `name` ([`Variant::name`]), if any.
+    pub fn by_name(name: &str) -> Option<Variant> {
+        std::iter::once(Variant::Plain)
+            .chain(Variant::OTHERS)
+            .find(|v| v.name() == name)
+    }
+
+    /// Its name in job and failure files, and in exec fixtures' `; variant:` lines.
+    pub fn name(self) -> &'static str {
         match self {
             Variant::Plain => "plain",
             Variant::FunctionSections => "function-sections",
@@ -1123,10 +1130,8 @@ pub mod jit {
                 }
                 ["similar", s] => config.similar = s.parse().unwrap(),
                 ["variant", v] => {
-                    config.variant = std::iter::once(Variant::Plain)
-                        .chain(Variant::OTHERS)
-                        .find(|x| x.name() == v)
-                        .unwrap_or_else(|| panic!("unknown variant {v:?}"));
+                    config.variant =
+                        Variant::by_name(v).unwrap_or_else(|| panic!("unknown variant {v:?}"));
                 }
                 ["fault", call] => {
                     fault = Some(Fault {
