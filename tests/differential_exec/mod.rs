@@ -16,10 +16,11 @@
 //! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
-//! without a jump thunk), and `--emit-clif`, whose CLIF is compiled as written into the
-//! object that runs; the JIT builds with the plugin's same options, but for function
-//! sections and CLIF), in `trampolines` and `aliases` with merge-similar; each program
-//! takes one, in turn.
+//! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
+//! object that runs, and aarch64's branch protection and pointer authentication; the JIT
+//! builds with the plugin's same options, but for function sections, CLIF and branch
+//! protection), in `trampolines` and `aliases` with merge-similar; each program takes one,
+//! in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -169,11 +170,16 @@ pub enum Variant {
     /// files, in every executable, have no landing pads, and the JIT image's loader maps
     /// no guarded pages.
     BranchProtection,
+    /// aarch64's pointer authentication, `--set sign_return_address=true`: every function
+    /// that saves its return address signs it on entry and authenticates it before
+    /// returning (qemu's CPU has the instructions, so a wrong signature faults), and a
+    /// function that reads its return address strips the signature (`xpaclri`).
+    PointerAuthentication,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 9] = [
+    pub const OTHERS: [Variant; 10] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -183,6 +189,7 @@ impl Variant {
         Variant::EmittedClif,
         Variant::ClifThunks,
         Variant::BranchProtection,
+        Variant::PointerAuthentication,
     ];
 
     /// The command-line arguments it adds.
@@ -199,6 +206,7 @@ impl Variant {
             Variant::EmittedClif => &[],
             Variant::ClifThunks => &["--clif-thunks"],
             Variant::BranchProtection => &["--set", "use_bti=true"],
+            Variant::PointerAuthentication => &["--set", "sign_return_address=true"],
         }
     }
 
@@ -222,6 +230,7 @@ impl Variant {
             Variant::EmittedClif => "emitted-clif",
             Variant::ClifThunks => "clif-thunks",
             Variant::BranchProtection => "branch-protection",
+            Variant::PointerAuthentication => "pointer-authentication",
         }
     }
 
@@ -230,6 +239,7 @@ impl Variant {
     pub fn applies(self, arch: Arch, output: Output) -> bool {
         match self {
             Variant::BranchProtection => arch == Arch::Aarch64 && output == Output::SharedLibrary,
+            Variant::PointerAuthentication => arch == Arch::Aarch64,
             Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
             | Variant::AddressesInsignificant
@@ -833,8 +843,12 @@ pub mod jit {
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
         ];
-        if config.variant == Variant::NoUnwindInfo {
-            settings.push(("unwind_info".into(), "false".into()));
+        match config.variant {
+            Variant::NoUnwindInfo => settings.push(("unwind_info".into(), "false".into())),
+            Variant::PointerAuthentication => {
+                settings.push(("sign_return_address".into(), "true".into()))
+            }
+            _ => {}
         }
         for setting in &program.settings {
             let (name, value) = setting.split_once('=').expect("settings are NAME=VALUE");
