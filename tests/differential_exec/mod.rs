@@ -135,8 +135,8 @@ impl Mode {
 }
 
 /// The command line's other options, each a configuration a user can pick (and the
-/// plugin's, for those a JIT has: all but function sections); builds are made with them
-/// besides the default options (`Plain`).
+/// plugin's, for those a JIT has: [`Variant::applies`]); builds are made with them besides
+/// the default options (`Plain`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// The default options.
