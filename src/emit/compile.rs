@@ -10,6 +10,7 @@
 //! ([`CompiledBody::unwind`]): bodies are defined as bytes, and cranelift-object and
 //! cranelift-jit write no unwind information for bytes, so [`super::unwind`] writes it.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -334,12 +335,10 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
     if let Some(thunk) = register_thunk(&func, isa) {
         return Ok(thunk.bytes.len() as u64);
     }
-    let ctx = compiled_context(isa, func)?;
-    let code = ctx.compiled_code().expect("compiled above");
-    Ok(super::sizes::padded(
-        code.buffer.data().len(),
-        u64::from(code.buffer.alignment),
-    ))
+    with_compiled(isa, func, |ctx| {
+        let code = ctx.compiled_code().expect("compiled above");
+        super::sizes::padded(code.buffer.data().len(), u64::from(code.buffer.alignment))
+    })
 }
 
 /// Merge-similar's questions about machine code, answered for any target without
@@ -358,21 +357,44 @@ impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
     }
 }
 
-/// `func` compiled for `isa`, a panic in Cranelift turned into an error.
-fn compiled_context(
+thread_local! {
+    /// This thread's compilation context, reused by every function compiled on it, as
+    /// Cranelift asks ("should be reused for compiling multiple functions in order to avoid
+    /// needless allocator thrashing"): the register allocator's tables, the CFG, the
+    /// dominator tree and the loop analysis keep their memory from one function to the next.
+    static CONTEXT: RefCell<cranelift_codegen::Context> =
+        RefCell::new(cranelift_codegen::Context::new());
+}
+
+/// `f` of the context that compiled `func` for `isa`; a panic in Cranelift turned into an
+/// error. The context is this thread's ([`CONTEXT`]): a panic leaves a fresh one in its
+/// place, and the compiled code is the same as from a context of its own (Cranelift clears
+/// everything a compilation reads).
+fn with_compiled<R>(
     isa: &dyn TargetIsa,
     func: ir::Function,
-) -> Result<cranelift_codegen::Context, String> {
-    let mut ctx = cranelift_codegen::Context::for_function(func);
-    // Cranelift's backends assert some things the verifier does not check (i128 arguments
-    // without the LLVM ABI flag, `sret` returns, ...): a panic is an error here.
-    crate::guard::unpanicked(|| {
-        ctx.compile(isa, &mut ControlPlane::default())
-            .map(|_| ())
-            .map_err(|e| format!("{:?}", e.inner))
+    f: impl FnOnce(&cranelift_codegen::Context) -> R,
+) -> Result<R, String> {
+    CONTEXT.with(|context| {
+        let mut ctx = context.borrow_mut();
+        ctx.clear();
+        ctx.func = func;
+        // Cranelift's backends assert some things the verifier does not check (i128
+        // arguments without the LLVM ABI flag, `sret` returns, ...): a panic is an error.
+        let compiled = crate::guard::unpanicked(|| {
+            ctx.compile(isa, &mut ControlPlane::default())
+                .map(|_| ())
+                .map_err(|e| format!("{:?}", e.inner))
+        });
+        match compiled {
+            Ok(Ok(())) => Ok(f(&ctx)),
+            Ok(Err(error)) => Err(error),
+            Err(panic) => {
+                *ctx = cranelift_codegen::Context::new();
+                Err(format!("Cranelift failed: {panic}"))
+            }
+        }
     })
-    .map_err(|panic| format!("Cranelift failed: {panic}"))??;
-    Ok(ctx)
 }
 
 /// `func` compiled for `isa` (or written directly, when it is a register thunk).
@@ -399,17 +421,19 @@ pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<Com
             None,
         ));
     }
-    let ctx = compiled_context(isa, func)?;
-    let code = ctx.compiled_code().expect("compiled above").clone();
-    // `FunctionOffset` relocations name "no function" (the reserved id, which no module
-    // hands out); definition replaces it with the body's own id.
-    let placeholder = FuncId::reserved_value();
-    let relocs = code
-        .buffer
-        .relocs()
-        .iter()
-        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
-        .collect();
+    let (code, relocs) = with_compiled(isa, func, |ctx| {
+        let code = ctx.compiled_code().expect("compiled above").clone();
+        // `FunctionOffset` relocations name "no function" (the reserved id, which no
+        // module hands out); definition replaces it with the body's own id.
+        let placeholder = FuncId::reserved_value();
+        let relocs: Vec<ModuleReloc> = code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
+            .collect();
+        (code, relocs)
+    })?;
     let unwind = code
         .create_unwind_info(isa)
         .map_err(|e| format!("unwind information: {e:?}"))?;
@@ -422,4 +446,75 @@ pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<Com
     );
     body.code = Some(Arc::new(code));
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::TargetInfo;
+
+    fn functions(path: &str) -> Vec<ir::Function> {
+        let path = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("the fixture reads");
+        cranelift_reader::parse_functions(&text).expect("the fixture parses")
+    }
+
+    /// The bytes of `func` from a context of its own, as Cranelift compiles without reuse.
+    fn fresh_bytes(isa: &dyn TargetIsa, func: &ir::Function) -> Vec<u8> {
+        let mut ctx = cranelift_codegen::Context::for_function(func.clone());
+        ctx.compile(isa, &mut ControlPlane::default())
+            .expect("the fixture compiles");
+        ctx.compiled_code()
+            .expect("compiled")
+            .buffer
+            .data()
+            .to_vec()
+    }
+
+    /// The thread's reused context compiles every function to the bytes a context of its
+    /// own gives, whatever it compiled before, a function that panicked Cranelift included.
+    #[test]
+    fn a_reused_context_compiles_as_a_fresh_one() {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").expect("known");
+        let settings = [("preserve_frame_pointers", "true"), ("opt_level", "speed")]
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        let isa = super::super::build_isa(&target, &settings).expect("x86_64 is built in");
+        let mut funcs = functions("fixtures/example.clif");
+        funcs.extend(functions(
+            "fixtures/exec/aligned_differing_opcodes_and_types.clif",
+        ));
+        assert!(
+            funcs.len() > 4,
+            "enough functions to compile one after another"
+        );
+        let panics = functions("fixtures/fuzz/i128_params_without_llvm_abi.clif");
+        let expected: Vec<Vec<u8>> = funcs.iter().map(|f| fresh_bytes(&*isa, f)).collect();
+        // Forwards, a panic, then backwards: each body after different predecessors.
+        let mut order: Vec<usize> = (0..funcs.len()).collect();
+        order.extend((0..funcs.len()).rev());
+        for (step, &i) in order.iter().enumerate() {
+            if step == funcs.len() {
+                let error = with_compiled(&*isa, panics[0].clone(), |_| ()).err();
+                assert!(
+                    error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("Cranelift failed")),
+                    "the i128 fixture panics Cranelift: {error:?}"
+                );
+            }
+            let bytes = with_compiled(&*isa, funcs[i].clone(), |ctx| {
+                ctx.compiled_code()
+                    .expect("compiled")
+                    .buffer
+                    .data()
+                    .to_vec()
+            })
+            .expect("compiles");
+            assert_eq!(
+                bytes, expected[i],
+                "{} compiled by the reused context (step {step})",
+                funcs[i].name
+            );
+        }
+    }
 }
