@@ -7,7 +7,9 @@
 //!   without PIC into a non-PIE executable. Every entry must return the same value as
 //!   unmerged, and the exception thrown for 13 must be caught by the harness (without
 //!   unwind information, `std::terminate`). x86_64 always; aarch64 when
-//!   `aarch64-linux-gnu-g++` and `qemu-aarch64` are installed.
+//!   `aarch64-linux-gnu-g++` and `qemu-aarch64` are installed, where every merging
+//!   configuration also runs with pointer authentication (A key; B key in every function),
+//!   whose signed return addresses the unwinder must authenticate with the right key.
 //! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
 //!   objects shows an FDE starting at every function whose code sets up a frame; with
 //!   `--set unwind_info=false` there is no `.eh_frame` at all.
@@ -21,7 +23,8 @@
 //!   in a `JITModule` for aarch64 (on an x86_64 host, in a fixed-address region), written
 //!   out as an image with `Merged::jit_eh_frame`'s table; a C++ loader under qemu maps the
 //!   image at the same address, registers the table with its libgcc, and `cb` throws
-//!   through every entry in every mode. The frames are not registered with this process.
+//!   through every entry in every mode (and with pointer authentication, A key and B key).
+//!   The frames are not registered with this process.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -159,6 +162,42 @@ fn configurations() -> Vec<(String, Vec<&'static str>)> {
     configs
 }
 
+/// aarch64's pointer authentication: return addresses signed with the A key, and with the
+/// B key in every function (the CIE then says `B`). An unwinder crossing a signed frame
+/// authenticates its return address with the key the CIE names, so a wrong CIE faults.
+const POINTER_AUTHENTICATION: [(&str, &[&str]); 2] = [
+    ("A key", &["--set", "sign_return_address=true"]),
+    (
+        "B key, every function",
+        &[
+            "--set",
+            "sign_return_address=true",
+            "--set",
+            "sign_return_address_with_bkey=true",
+            "--set",
+            "sign_return_address_all=true",
+        ],
+    ),
+];
+
+/// [`configurations`], and on aarch64 each merging one with pointer authentication too.
+fn configurations_for(arch: &Arch) -> Vec<(String, Vec<&'static str>)> {
+    let mut configs = configurations();
+    if arch.triple.starts_with("aarch64") {
+        for (key, settings) in POINTER_AUTHENTICATION {
+            for (name, args) in configurations() {
+                if name.contains("disabled") {
+                    continue;
+                }
+                let mut args = args.clone();
+                args.extend_from_slice(settings);
+                configs.push((format!("{name}, pointer authentication ({key})"), args));
+            }
+        }
+    }
+    configs
+}
+
 /// Compile the fixture with clif-merge into `out`.
 fn clif_merge(triple: &str, pic: bool, args: &[&str], extra: &[&str], out: &Path) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
@@ -266,7 +305,7 @@ fn cxx_exceptions_cross_merged_code() {
             cc.args(["-O1", "-c"]).arg(&source).arg("-o").arg(&main_o);
             cc.arg(if pic { "-fPIE" } else { "-fno-pie" });
             run(&mut cc);
-            for (i, (config, args)) in configurations().iter().enumerate() {
+            for (i, (config, args)) in configurations_for(&arch).iter().enumerate() {
                 let context = format!("{} {link}, {config}", arch.triple);
                 let obj = dir.join(format!("m{i}-{pic}.o"));
                 clif_merge(arch.triple, pic, args, &[], &obj);
@@ -394,6 +433,30 @@ fn every_function_with_a_frame_has_an_fde() {
                 "{context}: unwind_info=false still wrote .eh_frame"
             );
         }
+    }
+    // aarch64 pointer authentication: the toggle every unwinder reads, and with the B key
+    // a CIE that says `B` (Cranelift 0.135.8 panics when asked for that CIE).
+    let dir = scratch("fde-aarch64-pointer-authentication");
+    for (key, settings) in POINTER_AUTHENTICATION {
+        let obj = dir.join(format!("{}.o", key.replace([' ', ','], "-")));
+        let mut args = vec!["--merge-functions", "trampolines", "--merge-similar"];
+        args.extend_from_slice(settings);
+        clif_merge("aarch64-unknown-linux-gnu", true, &args, &[], &obj);
+        let frames = run(Command::new("readelf").arg("--debug-dump=frames").arg(&obj));
+        let augmentation = if key.starts_with("B") {
+            "\"zRB\""
+        } else {
+            "\"zR\""
+        };
+        assert!(
+            frames.contains(&format!("Augmentation:          {augmentation}")),
+            "aarch64 {key}: the CIE's augmentation is not {augmentation}:\n{frames}"
+        );
+        assert!(
+            frames.contains("DW_CFA_AARCH64_negate_ra_state")
+                && !frames.contains("DW_CFA_val_expression"),
+            "aarch64 {key}: signed return addresses not marked by the toggle:\n{frames}"
+        );
     }
 }
 
@@ -666,11 +729,22 @@ const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
 /// the plugin gives for it (`Merged::jit_eh_frame`), and run under qemu by a C++ loader that
 /// maps the image where the JIT put it, registers the frames with its own libgcc and calls
 /// every entry: what it printed.
-fn aarch64_jit_output(dir: &Path, mode: MergeMode, similar: bool, clif_thunks: bool) -> String {
-    let context =
-        format!("aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}");
+fn aarch64_jit_output(
+    dir: &Path,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+    settings: &[(&str, &str)],
+) -> String {
+    let context = format!(
+        "aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}, {settings:?}"
+    );
     let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
-    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
+    let settings: Vec<(String, String)> = std::iter::once(("is_pic", "false"))
+        .chain(settings.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let isa = clif_merge::build_isa(&target, &settings).unwrap();
     let region = jit_region::Region::new().unwrap();
     let base = region.base();
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
@@ -752,10 +826,36 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
         for similar in [false, true] {
             for clif_thunks in [false, true] {
                 let name = format!("{mode:?}-{similar}-{clif_thunks}");
-                let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks);
+                let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks, &[]);
                 let reference = reference.get_or_insert_with(|| got.clone());
                 check_output(reference, &got, &format!("aarch64 JIT {name}"));
             }
+        }
+    }
+    // Pointer authentication (the settings of [`POINTER_AUTHENTICATION`]).
+    let keys: [(&str, &[(&str, &str)]); 2] = [
+        ("a-key", &[("sign_return_address", "true")]),
+        (
+            "b-key-all",
+            &[
+                ("sign_return_address", "true"),
+                ("sign_return_address_with_bkey", "true"),
+                ("sign_return_address_all", "true"),
+            ],
+        ),
+    ];
+    let reference = reference.expect("the runs above");
+    for (key, settings) in keys {
+        for clif_thunks in [false, true] {
+            let name = format!("{key}-{clif_thunks}");
+            let got = aarch64_jit_output(
+                &dir.join(&name),
+                MergeMode::Trampolines,
+                true,
+                clif_thunks,
+                settings,
+            );
+            check_output(&reference, &got, &format!("aarch64 JIT {name}"));
         }
     }
 }

@@ -265,7 +265,7 @@ pub fn define_all<M: CraneliftModule>(
         Job::Empty => 0,
     };
     jobs.sort_by_key(|(_, _, job)| std::cmp::Reverse(alignment(job)));
-    let mut frames = Frames::new(m.isa());
+    let mut frames = Frames::new(m.isa())?;
     for (f, id, job) in jobs {
         let mf = module.get(f);
         let context = || format!("defining {}", mf.name);

@@ -34,6 +34,15 @@
 //!   in another process) is never registered here: [`Frames::jit_eh_frame`] (and the
 //!   plugin's `Merged::jit_eh_frame`) hands out the same bytes for its own unwinder.
 //!
+//! **aarch64 pointer authentication** (`sign_return_address`): Cranelift says where a
+//! function's return address is signed by setting the `RA_SIGN_STATE` pseudo-register with
+//! `DW_CFA_val_expression`, which libgcc before GCC 13 (Debian 12's) does not read, so an
+//! exception crossing a signed frame crashed there. Each change of that state is written as
+//! the toggle every unwinder reads, `DW_CFA_AARCH64_negate_ra_state`, as GCC and LLVM write
+//! it ([`negate_ra_state_form`]). With the B key (`sign_return_address_with_bkey`) the CIE
+//! carries the `B` augmentation, so the unwinder authenticates with that key
+//! ([`mark_b_key`]); Cranelift 0.135.8 itself panics when asked for that CIE.
+//!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
 //! (empty, hence wrong) unwind information then, so the setting is checked here.
@@ -66,8 +75,8 @@ use cranelift_object::object::{
     BinaryFormat, RelocationEncoding, RelocationFlags, RelocationKind, SectionKind,
 };
 use gimli::write::{
-    Address, CieId, CommonInformationEntry, EhFrame, EndianVec, FrameTable, RelocateWriter,
-    Relocation, RelocationTarget,
+    Address, CieId, CommonInformationEntry, EhFrame, EndianVec, FrameDescriptionEntry, FrameTable,
+    RelocateWriter, Relocation, RelocationTarget,
 };
 
 use super::EmitError;
@@ -79,6 +88,12 @@ pub struct Frames {
     enabled: bool,
     /// The ISA's System V CIE, if it has one.
     cie: Option<CommonInformationEntry>,
+    /// Return addresses are signed with aarch64's B key ([`b_key_cie`]): the CIE says so
+    /// with the `B` augmentation.
+    b_key: bool,
+    /// Return addresses may be signed (aarch64's `sign_return_address`): FDEs say where
+    /// with `DW_CFA_AARCH64_negate_ra_state` ([`negate_ra_state_form`]).
+    signs_return_addresses: bool,
     /// Little-endian target.
     little_endian: bool,
     /// Bytes in a pointer.
@@ -92,20 +107,23 @@ pub struct Frames {
 
 impl Frames {
     /// An empty table for functions compiled by `isa`.
-    pub fn new(isa: &dyn TargetIsa) -> Self {
+    pub fn new(isa: &dyn TargetIsa) -> Result<Self, EmitError> {
         let enabled = isa.flags().unwind_info();
-        Self {
+        let b_key = signs_with_b_key(isa);
+        Ok(Self {
             enabled,
-            cie: if enabled {
-                isa.create_systemv_cie()
-            } else {
-                None
+            cie: match (enabled, b_key) {
+                (false, _) => None,
+                (true, false) => isa.create_systemv_cie(),
+                (true, true) => b_key_cie(isa)?,
             },
+            b_key,
+            signs_return_addresses: is_aarch64(isa) && isa_flag(isa, "sign_return_address"),
             little_endian: isa.endianness() == cranelift_codegen::ir::Endianness::Little,
             pointer_bytes: isa.pointer_bytes(),
             host_code: isa.triple().architecture == target_lexicon::HOST.architecture,
             entries: Vec::new(),
-        }
+        })
     }
 
     /// Record the unwind information of the function defined as `id`, `len` bytes long.
@@ -127,6 +145,18 @@ impl Frames {
             UnwindInfo::SystemV(s) => Some((*id, s)),
             _ => None,
         })
+    }
+
+    /// The FDE of a function at `address` whose unwind information is `info`.
+    fn fde(
+        &self,
+        info: &cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+        address: Address,
+    ) -> Result<FrameDescriptionEntry, EmitError> {
+        match (self.signs_return_addresses, &self.cie) {
+            (true, Some(cie)) => negate_ra_state_form(cie, info, address, self.endian()),
+            _ => Ok(info.to_fde(address)),
+        }
     }
 
     fn endian(&self) -> gimli::RunTimeEndian {
@@ -172,6 +202,7 @@ impl Frames {
         }
         cie.fde_address_encoding =
             gimli::constants::DwEhPe(gimli::DW_EH_PE_pcrel.0 | gimli::DW_EH_PE_sdata4.0);
+        cie.signal_trampoline = self.b_key;
         let mut table = FrameTable::default();
         let cie_id: CieId = table.add_cie(cie);
         // gimli's symbol numbers are indices into `targets`: (section symbol, offset).
@@ -183,7 +214,7 @@ impl Frames {
                 addend: 0,
             };
             targets.push((section_symbol, offset));
-            table.add_fde(cie_id, info.to_fde(address));
+            table.add_fde(cie_id, self.fde(info, address)?);
         }
         let mut eh_frame = EhFrame(Section {
             writer: EndianVec::new(self.endian()),
@@ -196,10 +227,13 @@ impl Frames {
             writer,
             relocations,
         }) = eh_frame;
+        let mut bytes = writer.into_vec();
+        if self.b_key {
+            mark_b_key(&mut bytes)?;
+        }
         let section = object.section_id(StandardSection::EhFrame);
         // Appended: a caller's own cranelift-object (plugin) may have written one already.
-        let base =
-            object.append_section_data(section, &writer.into_vec(), u64::from(self.pointer_bytes));
+        let base = object.append_section_data(section, &bytes, u64::from(self.pointer_bytes));
         for r in relocations {
             let RelocationTarget::Symbol(index) = r.target else {
                 continue; // gimli writes section offsets only for debug sections
@@ -291,9 +325,10 @@ impl Frames {
         &self,
         address_of: impl Fn(FuncId) -> *const u8,
     ) -> Result<Vec<u8>, EmitError> {
-        let (true, Some(cie)) = (self.enabled, self.cie.clone()) else {
+        let (true, Some(mut cie)) = (self.enabled, self.cie.clone()) else {
             return Ok(Vec::new());
         };
+        cie.signal_trampoline = self.b_key;
         if self.system_v().next().is_none() {
             return Ok(Vec::new());
         }
@@ -302,13 +337,16 @@ impl Frames {
         let cie_id = table.add_cie(cie);
         for (id, info) in self.system_v() {
             let address = Address::Constant(address_of(id) as u64);
-            table.add_fde(cie_id, info.to_fde(address));
+            table.add_fde(cie_id, self.fde(info, address)?);
         }
         let mut eh_frame = EhFrame(EndianVec::new(self.endian()));
         table
             .write_eh_frame(&mut eh_frame)
             .map_err(|e| EmitError::Object(format!("writing .eh_frame: {e}")))?;
         let mut bytes = eh_frame.0.into_vec();
+        if self.b_key {
+            mark_b_key(&mut bytes)?;
+        }
         // libgcc reads entries until one of length zero.
         bytes.extend_from_slice(&[0; 4]);
         Ok(bytes)
@@ -345,6 +383,193 @@ impl Frames {
         frames.register(bytes.len());
         Ok(frames)
     }
+}
+
+fn is_aarch64(isa: &dyn TargetIsa) -> bool {
+    matches!(
+        isa.triple().architecture,
+        target_lexicon::Architecture::Aarch64(_)
+    )
+}
+
+/// Whether the ISA setting `name` is on.
+fn isa_flag(isa: &dyn TargetIsa, name: &str) -> bool {
+    isa.isa_flags()
+        .iter()
+        .any(|v| v.name == name && v.as_bool() == Some(true))
+}
+
+/// Whether `isa` signs return addresses with aarch64's B key where a System V CIE
+/// describes its frames (not on Darwin, whose CIE Cranelift writes without saying so).
+fn signs_with_b_key(isa: &dyn TargetIsa) -> bool {
+    is_aarch64(isa)
+        && !isa.triple().operating_system.is_like_darwin()
+        && isa_flag(isa, "sign_return_address")
+        && isa_flag(isa, "sign_return_address_with_bkey")
+}
+
+/// AArch64's DWARF register `RA_SIGN_STATE`: bit 0 set while the return address is signed.
+const RA_SIGN_STATE: gimli::Register = gimli::Register(34);
+
+/// `info`'s FDE at `address`, with the return address's signing state said the way every
+/// unwinder reads it. Cranelift sets `RA_SIGN_STATE` with `DW_CFA_val_expression`
+/// (`DW_OP_lit1` after signing, `DW_OP_lit0` after authenticating), which AArch64's DWARF
+/// ABI allows but libgcc before GCC 13 ignores: it reads only the toggle
+/// `DW_CFA_AARCH64_negate_ra_state` (what GCC and LLVM write), so it took a signed return
+/// address for a plain one and an exception crossing such a frame crashed. Here each change
+/// of the state becomes that toggle; every other instruction is kept. The FDE is written
+/// with `cie`, read back (gimli's writer keeps its instructions to itself) and rebuilt.
+fn negate_ra_state_form(
+    cie: &CommonInformationEntry,
+    info: &cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+    address: Address,
+    endian: gimli::RunTimeEndian,
+) -> Result<FrameDescriptionEntry, EmitError> {
+    use gimli::read::{self, CallFrameInstruction as Read, UnwindSection};
+    use gimli::write::CallFrameInstruction as Write;
+    let fail =
+        |what: String| EmitError::Object(format!("return-address signing in .eh_frame: {what}"));
+    let mut table = FrameTable::default();
+    let cie_id = table.add_cie(cie.clone());
+    table.add_fde(cie_id, info.to_fde(Address::Constant(0)));
+    let mut written = EhFrame(EndianVec::new(endian));
+    table
+        .write_eh_frame(&mut written)
+        .map_err(|e| fail(e.to_string()))?;
+    let bytes = written.0.into_vec();
+    let section = read::EhFrame::new(&bytes, endian);
+    let bases = read::BaseAddresses::default();
+    let mut entries = section.entries(&bases);
+    let fde = loop {
+        match entries.next().map_err(|e| fail(e.to_string()))? {
+            Some(read::CieOrFde::Fde(partial)) => {
+                break partial
+                    .parse(read::EhFrame::cie_from_offset)
+                    .map_err(|e| fail(e.to_string()))?
+            }
+            Some(read::CieOrFde::Cie(_)) => {}
+            None => return Err(fail("the FDE did not read back".to_string())),
+        }
+    };
+    let (code_factor, data_factor) = (
+        fde.cie().code_alignment_factor() as u32,
+        fde.cie().data_alignment_factor(),
+    );
+    let mut out = FrameDescriptionEntry::new(address, fde.len() as u32);
+    let mut offset = 0u32;
+    // The signing state, and those `DW_CFA_remember_state` saved.
+    let (mut signed, mut remembered) = (false, Vec::new());
+    let mut instructions = fde.instructions(&section, &bases);
+    while let Some(instruction) = instructions.next().map_err(|e| fail(e.to_string()))? {
+        let converted = match instruction {
+            Read::AdvanceLoc { delta } => {
+                offset += delta * code_factor;
+                continue;
+            }
+            Read::Nop => continue,
+            Read::ValExpression {
+                register: RA_SIGN_STATE,
+                expression,
+            } => {
+                let expression = expression.get(&section).map_err(|e| fail(e.to_string()))?;
+                let now = match expression.0.slice() {
+                    [op] if *op == gimli::DW_OP_lit1.0 => true,
+                    [op] if *op == gimli::DW_OP_lit0.0 => false,
+                    other => return Err(fail(format!("RA_SIGN_STATE set to {other:x?}"))),
+                };
+                if now == signed {
+                    continue;
+                }
+                signed = now;
+                Write::NegateRaState
+            }
+            Read::NegateRaState => {
+                signed = !signed;
+                Write::NegateRaState
+            }
+            Read::RememberState => {
+                remembered.push(signed);
+                Write::RememberState
+            }
+            Read::RestoreState => {
+                signed = remembered
+                    .pop()
+                    .ok_or_else(|| fail("a restore without a remember".to_string()))?;
+                Write::RestoreState
+            }
+            Read::DefCfa { register, offset } => Write::Cfa(register, offset as i32),
+            Read::DefCfaRegister { register } => Write::CfaRegister(register),
+            Read::DefCfaOffset { offset } => Write::CfaOffset(offset as i32),
+            Read::Offset {
+                register,
+                factored_offset,
+            } => Write::Offset(register, (factored_offset as i64 * data_factor) as i32),
+            Read::Restore { register } => Write::Restore(register),
+            Read::SameValue { register } => Write::SameValue(register),
+            Read::Undefined { register } => Write::Undefined(register),
+            Read::Register {
+                dest_register,
+                src_register,
+            } => Write::Register(dest_register, src_register),
+            Read::ArgsSize { size } => Write::ArgsSize(size as u32),
+            // What Cranelift does not write for aarch64: refused rather than guessed.
+            Read::SetLoc { .. }
+            | Read::DefCfaSf { .. }
+            | Read::DefCfaOffsetSf { .. }
+            | Read::DefCfaExpression { .. }
+            | Read::OffsetExtendedSf { .. }
+            | Read::ValOffset { .. }
+            | Read::ValOffsetSf { .. }
+            | Read::Expression { .. }
+            | Read::ValExpression { .. } => {
+                return Err(fail(format!("an unexpected instruction {instruction:?}")))
+            }
+        };
+        out.add_instruction(offset, converted);
+    }
+    Ok(out)
+}
+
+/// The CIE of an ISA that signs return addresses with the B key. Cranelift 0.135.8 does not
+/// write one (its `create_systemv_cie` panics: "specifying that the B key is used ... in the
+/// CIE is not implemented"), and the rules it starts from do not depend on the key: they
+/// are those of the same target's ISA with default settings. [`mark_b_key`] adds the `B`.
+fn b_key_cie(isa: &dyn TargetIsa) -> Result<Option<CommonInformationEntry>, EmitError> {
+    let builder = cranelift_codegen::isa::lookup(isa.triple().clone())
+        .map_err(|e| EmitError::Object(format!("the B key's CIE: {e}")))?;
+    let plain = builder
+        .finish(cranelift_codegen::settings::Flags::new(
+            cranelift_codegen::settings::builder(),
+        ))
+        .map_err(|e| EmitError::Object(format!("the B key's CIE: {e}")))?;
+    Ok(plain.create_systemv_cie())
+}
+
+/// Say in the CIE at the start of `eh_frame` that return addresses are signed with the B
+/// key: its augmentation string gets a `B` (AArch64's DWARF ABI; libgcc's unwinder then
+/// authenticates them with that key). gimli writes no `B`, so the CIE was written with the
+/// `S` augmentation instead, a letter that has no data either: it becomes the `B`, and no
+/// length or offset changes.
+fn mark_b_key(eh_frame: &mut [u8]) -> Result<(), EmitError> {
+    // A 32-bit length, the CIE id, the version, then the augmentation string.
+    const AUGMENTATION: usize = 9;
+    let string = eh_frame
+        .get(AUGMENTATION..)
+        .and_then(|rest| rest.iter().position(|&b| b == 0))
+        .map(|end| AUGMENTATION..AUGMENTATION + end);
+    let at = string
+        .filter(|s| eh_frame[s.start] == b'z')
+        .and_then(|s| {
+            eh_frame[s.clone()]
+                .iter()
+                .position(|&b| b == b'S')
+                .map(|i| s.start + i)
+        })
+        .ok_or_else(|| {
+            EmitError::Object("the B key's CIE has no augmentation to mark".to_string())
+        })?;
+    eh_frame[at] = b'B';
+    Ok(())
 }
 
 /// The section symbol of `symbol`'s section and `symbol`'s offset in it.
