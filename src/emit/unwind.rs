@@ -39,9 +39,9 @@
 //! `DW_CFA_val_expression`, which libgcc before GCC 13 (Debian 12's) does not read, so an
 //! exception crossing a signed frame crashed there. Each change of that state is written as
 //! the toggle every unwinder reads, `DW_CFA_AARCH64_negate_ra_state`, as GCC and LLVM write
-//! it ([`negate_ra_state_form`]). With the B key (`sign_return_address_with_bkey`) the CIE
+//! it (`negate_ra_state_form`). With the B key (`sign_return_address_with_bkey`) the CIE
 //! carries the `B` augmentation, so the unwinder authenticates with that key
-//! ([`mark_b_key`]); Cranelift 0.135.8 itself panics when asked for that CIE.
+//! (`mark_b_key`); Cranelift 0.135.8 itself panics when asked for that CIE.
 //!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
