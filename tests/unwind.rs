@@ -165,20 +165,23 @@ fn configurations() -> Vec<(String, Vec<&'static str>)> {
 /// aarch64's pointer authentication: return addresses signed with the A key, and with the
 /// B key in every function (the CIE then says `B`). An unwinder crossing a signed frame
 /// authenticates its return address with the key the CIE names, so a wrong CIE faults.
+/// Each is a name and its Cranelift settings (`NAME=VALUE`).
 const POINTER_AUTHENTICATION: [(&str, &[&str]); 2] = [
-    ("A key", &["--set", "sign_return_address=true"]),
+    ("A key", &["sign_return_address=true"]),
     (
         "B key, every function",
         &[
-            "--set",
             "sign_return_address=true",
-            "--set",
             "sign_return_address_with_bkey=true",
-            "--set",
             "sign_return_address_all=true",
         ],
     ),
 ];
+
+/// Command-line arguments that set `settings` (`NAME=VALUE` each).
+fn set_args(settings: &[&'static str]) -> Vec<&'static str> {
+    settings.iter().flat_map(|s| ["--set", *s]).collect()
+}
 
 /// [`configurations`], and on aarch64 each merging one with pointer authentication too.
 fn configurations_for(arch: &Arch) -> Vec<(String, Vec<&'static str>)> {
@@ -190,7 +193,7 @@ fn configurations_for(arch: &Arch) -> Vec<(String, Vec<&'static str>)> {
                     continue;
                 }
                 let mut args = args.clone();
-                args.extend_from_slice(settings);
+                args.extend(set_args(settings));
                 configs.push((format!("{name}, pointer authentication ({key})"), args));
             }
         }
@@ -440,7 +443,7 @@ fn every_function_with_a_frame_has_an_fde() {
     for (key, settings) in POINTER_AUTHENTICATION {
         let obj = dir.join(format!("{}.o", key.replace([' ', ','], "-")));
         let mut args = vec!["--merge-functions", "trampolines", "--merge-similar"];
-        args.extend_from_slice(settings);
+        args.extend(set_args(settings));
         clif_merge("aarch64-unknown-linux-gnu", true, &args, &[], &obj);
         let frames = run(Command::new("readelf").arg("--debug-dump=frames").arg(&obj));
         let augmentation = if key.starts_with("B") {
@@ -734,15 +737,18 @@ fn aarch64_jit_output(
     mode: MergeMode,
     similar: bool,
     clif_thunks: bool,
-    settings: &[(&str, &str)],
+    settings: &[&str],
 ) -> String {
     let context = format!(
         "aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}, {settings:?}"
     );
     let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
-    let settings: Vec<(String, String)> = std::iter::once(("is_pic", "false"))
+    let settings: Vec<(String, String)> = std::iter::once("is_pic=false")
         .chain(settings.iter().copied())
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|s| {
+            let (name, value) = s.split_once('=').expect("NAME=VALUE");
+            (name.to_string(), value.to_string())
+        })
         .collect();
     let isa = clif_merge::build_isa(&target, &settings).unwrap();
     let region = jit_region::Region::new().unwrap();
@@ -832,22 +838,11 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
             }
         }
     }
-    // Pointer authentication (the settings of [`POINTER_AUTHENTICATION`]).
-    let keys: [(&str, &[(&str, &str)]); 2] = [
-        ("a-key", &[("sign_return_address", "true")]),
-        (
-            "b-key-all",
-            &[
-                ("sign_return_address", "true"),
-                ("sign_return_address_with_bkey", "true"),
-                ("sign_return_address_all", "true"),
-            ],
-        ),
-    ];
+    // With pointer authentication: trampolines with merge-similar, both kinds of thunk.
     let reference = reference.expect("the runs above");
-    for (key, settings) in keys {
+    for (key, settings) in POINTER_AUTHENTICATION {
         for clif_thunks in [false, true] {
-            let name = format!("{key}-{clif_thunks}");
+            let name = format!("{}-{clif_thunks}", key.replace([' ', ','], "-"));
             let got = aarch64_jit_output(
                 &dir.join(&name),
                 MergeMode::Trampolines,

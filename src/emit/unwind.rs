@@ -115,7 +115,12 @@ impl Frames {
             cie: match (enabled, b_key) {
                 (false, _) => None,
                 (true, false) => isa.create_systemv_cie(),
-                (true, true) => b_key_cie(isa)?,
+                // gimli writes no `B`: the CIE says `S` (no data either), and
+                // [`mark_b_key`] turns it into the `B` in the bytes written.
+                (true, true) => b_key_cie(isa)?.map(|mut cie| {
+                    cie.signal_trampoline = true;
+                    cie
+                }),
             },
             b_key,
             signs_return_addresses: is_aarch64(isa) && isa_flag(isa, "sign_return_address"),
@@ -202,7 +207,6 @@ impl Frames {
         }
         cie.fde_address_encoding =
             gimli::constants::DwEhPe(gimli::DW_EH_PE_pcrel.0 | gimli::DW_EH_PE_sdata4.0);
-        cie.signal_trampoline = self.b_key;
         let mut table = FrameTable::default();
         let cie_id: CieId = table.add_cie(cie);
         // gimli's symbol numbers are indices into `targets`: (section symbol, offset).
@@ -325,10 +329,9 @@ impl Frames {
         &self,
         address_of: impl Fn(FuncId) -> *const u8,
     ) -> Result<Vec<u8>, EmitError> {
-        let (true, Some(mut cie)) = (self.enabled, self.cie.clone()) else {
+        let (true, Some(cie)) = (self.enabled, self.cie.clone()) else {
             return Ok(Vec::new());
         };
-        cie.signal_trampoline = self.b_key;
         if self.system_v().next().is_none() {
             return Ok(Vec::new());
         }
