@@ -466,6 +466,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
         parse_s,
         merge_s,
         codegen_s: emitted.as_ref().map_or(0.0, |e| e.codegen_s),
+        fold_s: emitted.as_ref().map_or(0.0, |e| e.fold_s),
         emit_s: emitted.as_ref().map_or(0.0, |e| e.emit_s),
     };
     let final_plan = emitted.as_ref().map_or(&plan, |e| &e.plan);

@@ -184,7 +184,7 @@ pub fn emit<S: Sink>(
         return Err(EmitError::AliasesNotShared.into());
     }
     let isa = sink.module().isa();
-    let (compiled, plan) =
+    let (compiled, plan, fold_s) =
         sink.on_pool(|| compile_and_fold(module, plan, isa, merge_options, options))?;
     let start = Instant::now();
     let (style, naming) = (sink.alias_style(), sink.naming());
@@ -199,6 +199,7 @@ pub fn emit<S: Sink>(
     )?;
     let mut summary = EmitSummary {
         codegen_s: compiled.seconds,
+        fold_s,
         plan: plan.clone(),
         ..defined.summary.clone()
     };
@@ -216,20 +217,21 @@ pub fn emit<S: Sink>(
 /// Compile the bodies `plan` keeps and, unless `options.fold_machine_code` is off, extend
 /// the plan with bodies that compiled to the same machine code. Bodies of different
 /// signatures are folded only where thunks are single jumps (a CLIF thunk must have its
-/// target's signature).
+/// target's signature). Also returns the seconds folding took.
 fn compile_and_fold(
     module: &Module,
     plan: &MergePlan,
     isa: &dyn cranelift_codegen::isa::TargetIsa,
     merge_options: &MergeOptions,
     options: &EmitOptions,
-) -> Result<(Compiled, MergePlan), EmitError> {
+) -> Result<(Compiled, MergePlan, f64), EmitError> {
     let target =
         TargetInfo::new(isa.triple().clone()).map_err(|e| EmitError::UnsupportedTarget {
             target: isa.triple().to_string(),
             reason: e.to_string(),
         })?;
     let compiled = compile_bodies(module, plan, isa)?;
+    let start = Instant::now();
     let final_plan = if options.fold_machine_code {
         let same_signature_only = options.clif_thunks || target.jump_thunk_size().is_none();
         fold_machine_code(
@@ -243,7 +245,7 @@ fn compile_and_fold(
     } else {
         plan.clone()
     };
-    Ok((compiled, final_plan))
+    Ok((compiled, final_plan, start.elapsed().as_secs_f64()))
 }
 
 /// Compile `plan` and write the object: [`emit`] into an [`ObjectSink`]. The summary holds

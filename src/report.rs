@@ -105,6 +105,10 @@ pub struct Timings {
     pub merge_s: f64,
     /// Compiling bodies.
     pub codegen_s: f64,
+    /// Folding bodies that compiled to the same machine code (merging done after code
+    /// generation; absent, 0, in reports before it was timed).
+    #[serde(default)]
+    pub fold_s: f64,
     /// Defining symbols and writing the object.
     pub emit_s: f64,
 }
@@ -346,10 +350,10 @@ impl Report {
         }
         let t = &self.timings;
         rows.push((
-            "time (parse / merge / codegen / emit)",
+            "time (parse / merge / codegen / fold / emit)",
             format!(
-                "{:.2}s / {:.2}s / {:.2}s / {:.2}s",
-                t.parse_s, t.merge_s, t.codegen_s, t.emit_s
+                "{:.2}s / {:.2}s / {:.2}s / {:.2}s / {:.2}s",
+                t.parse_s, t.merge_s, t.codegen_s, t.fold_s, t.emit_s
             ),
         ));
         let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

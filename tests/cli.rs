@@ -148,7 +148,7 @@ fn assert_consistent(report: &Value) {
         }
     }
     assert!(report["functions"].as_u64().expect("functions") >= seen.len() as u64);
-    for key in ["parse_s", "merge_s", "codegen_s", "emit_s"] {
+    for key in ["parse_s", "merge_s", "codegen_s", "fold_s", "emit_s"] {
         let t = report["timings"][key].as_f64().expect("timing is a number");
         assert!(t >= 0.0 && t.is_finite(), "{key} = {t}");
     }
@@ -214,6 +214,7 @@ fn report_dash_writes_the_json_report_to_stdout() {
     assert!(report["text_bytes"].is_null());
     assert!(report["compiled"].is_null());
     assert_eq!(report["timings"]["codegen_s"], 0.0);
+    assert_eq!(report["timings"]["fold_s"], 0.0);
     assert_eq!(report["timings"]["emit_s"], 0.0);
     assert_consistent(&report);
 }

@@ -18,7 +18,8 @@
 //! their symbol exactly: an address is observable. Calls to
 //! preemptible functions and imports name their symbol too.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::io::Write;
 
 use cranelift_entity::SecondaryMap;
 use cranelift_module::ModuleRelocTarget;
@@ -39,16 +40,24 @@ pub fn fold_compiled(
 ) -> Vec<(Vec<FuncIndex>, FoundBy)> {
     // The body that runs when `f` is called.
     let body_of = |f: FuncIndex| plan.group_of(f).map_or(f, |g| g.kept);
+    // The module function each function symbol names, looked up once.
+    let named: Vec<Option<FuncIndex>> = compiled
+        .symbols
+        .function_names()
+        .iter()
+        .map(|name| module.lookup(name))
+        .collect();
     let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
-    let mut by_code: BTreeMap<Vec<u8>, Vec<FuncIndex>> = BTreeMap::new();
+    // Bodies by their key, in order of their first (lowest) owner.
+    let mut by_code: HashMap<Vec<u8>, usize> = HashMap::with_capacity(compiled.bodies.len());
+    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     let mut owners: Vec<FuncIndex> = compiled.bodies.keys().copied().collect();
     owners.sort_unstable();
     for owner in owners {
         let body = &compiled.bodies[&owner];
         let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
         if same_signature_only {
-            key.extend(format!("{}", module.get(owner).func.signature).as_bytes());
-            key.push(0);
+            write!(key, "{}\0", module.get(owner).func.signature).expect("into memory");
         }
         key.extend(body.alignment.to_le_bytes());
         key.extend((body.bytes.len() as u64).to_le_bytes());
@@ -56,40 +65,49 @@ pub fn fold_compiled(
         for (r, is_call) in body.relocs_with_calls() {
             key.extend(r.offset.to_le_bytes());
             key.extend(r.addend.to_le_bytes());
-            key.extend(format!("{:?}|", r.kind).as_bytes());
-            let callee = match r.name.clone() {
+            key.extend((r.kind as u32).to_le_bytes());
+            let function = match r.name {
                 ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
-                    let name = compiled.symbols.function_name(index);
-                    module
-                        .lookup(name)
-                        .filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible)
+                    named[index as usize]
                 }
                 _ => None,
             };
+            let callee =
+                function.filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible);
             // The address of an erased function is its group's body's.
-            let erased_into = match r.name.clone() {
-                ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
-                    module
-                        .lookup(compiled.symbols.function_name(index))
-                        .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
-                        .map(body_of)
-                }
-                _ => None,
-            };
-            match (callee, erased_into) {
-                (Some(g), _) => {
-                    key.extend(b"call|");
+            let erased_into = function
+                .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
+                .map(body_of);
+            // What the relocation names, after a tag: each record is read one way.
+            match (callee, erased_into, &r.name) {
+                (Some(g), ..) => {
+                    key.push(0);
                     callees[owner].push(g);
                 }
-                (None, Some(body)) => {
-                    key.extend(format!("address of body {}|", body.as_u32()).as_bytes())
+                (None, Some(body), _) => {
+                    key.push(1);
+                    key.extend(body.as_u32().to_le_bytes());
                 }
-                (None, None) => key.extend(format!("{:?}|", r.name).as_bytes()),
+                (None, None, &ModuleRelocTarget::User { namespace, index }) => {
+                    key.push(2);
+                    key.extend(namespace.to_le_bytes());
+                    key.extend(index.to_le_bytes());
+                }
+                (None, None, other) => {
+                    key.push(3);
+                    // (Writing into a `Vec` cannot fail.)
+                    write!(key, "{other:?}|").expect("into memory");
+                }
             }
         }
-        by_code.entry(key).or_default().push(owner);
+        let next = groups.len();
+        let at = *by_code.entry(key).or_insert(next);
+        if at == next {
+            groups.push(Vec::new());
+        }
+        groups[at].push(owner);
     }
-    let groups: Vec<Vec<FuncIndex>> = by_code.into_values().filter(|g| g.len() > 1).collect();
+    groups.retain(|g| g.len() > 1);
     refine_partition(groups, |f| &callees[f][..], body_of)
         .into_iter()
         .map(|bodies| {
@@ -143,11 +161,14 @@ pub fn fold_machine_code(
         })
         .collect();
     groups.extend(code_groups);
-    policy::plan_groups(
-        module,
-        target,
-        options,
-        groups,
-        &policy::address_used(module),
-    )
+    // The address uses the plan was made with: the module's, found by the driver's walk.
+    let walked;
+    let address_used = match &plan.address_used {
+        Some(used) => used,
+        None => {
+            walked = policy::address_used(module);
+            &walked
+        }
+    };
+    policy::plan_groups(module, target, options, groups, address_used)
 }

@@ -121,6 +121,9 @@ pub struct EmitSummary {
     pub unmerged_code_bytes_estimate: u64,
     /// Seconds spent compiling.
     pub codegen_s: f64,
+    /// Seconds spent folding bodies that compiled to the same machine code
+    /// ([`super::fold`]): merging work done after code generation.
+    pub fold_s: f64,
     /// Seconds spent defining symbols and writing the object.
     pub emit_s: f64,
     /// The final plan: the plan given, plus machine-code folding.

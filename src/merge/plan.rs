@@ -81,6 +81,10 @@ pub struct MergePlan {
     pub(crate) actions: SecondaryMap<FuncIndex, Action>,
     pub(crate) redirects: SecondaryMap<FuncIndex, Option<FuncIndex>>,
     pub(crate) group_of: SecondaryMap<FuncIndex, Option<u32>>,
+    /// The functions whose address some function of the module takes, as the plan was
+    /// made with them (`None` in a plan made without the module: the default). Machine-code
+    /// folding plans its groups with the same map rather than walking the module again.
+    pub(crate) address_used: Option<SecondaryMap<FuncIndex, bool>>,
 }
 
 impl MergePlan {

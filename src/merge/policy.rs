@@ -137,6 +137,7 @@ pub(crate) fn plan_groups(
         }
     }
     plan.groups = groups;
+    plan.address_used = Some(address_used.clone());
     plan
 }
 
@@ -160,4 +161,60 @@ pub fn shared_body_symbol(kept: &crate::names::FuncName) -> String {
         })
         .collect();
     format!("{SHARED_BODY_PREFIX}{sanitized}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::MergeMode;
+
+    /// The plan carries the driver's address uses, and they are the module's: machine-code
+    /// folding plans its groups with them instead of walking the module again.
+    #[test]
+    fn a_plan_carries_the_address_uses_of_its_module() {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").expect("known");
+        let dirs = ["fixtures/merger", "fixtures/similar", "fixtures/exec"];
+        let mut files_with_uses = 0;
+        for dir in dirs {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            let mut files: Vec<_> = std::fs::read_dir(&dir)
+                .expect("the fixtures are there")
+                .map(|e| e.expect("a directory entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+                .collect();
+            files.sort();
+            for file in files {
+                let functions =
+                    crate::read::read_inputs(std::slice::from_ref(&file)).expect("it reads");
+                let mut module = Module::with_capacity(functions.len());
+                for (i, f) in functions.into_iter().enumerate() {
+                    let linkage = [Linkage::Export, Linkage::Local, Linkage::Hidden][i % 3];
+                    module.add(f.func, linkage, false).expect("unique names");
+                }
+                let expected = address_used(&module);
+                files_with_uses += usize::from(module.indices().any(|f| expected[f]));
+                for mode in [MergeMode::Aliases, MergeMode::Trampolines] {
+                    let options = MergeOptions {
+                        mode,
+                        ..MergeOptions::default()
+                    };
+                    let plan = crate::merge::merge(&module, &target, &options);
+                    let carried = plan.address_used.as_ref().expect("the driver made it");
+                    for f in module.indices() {
+                        assert_eq!(
+                            carried[f],
+                            expected[f],
+                            "{}: {} in {mode:?}",
+                            file.display(),
+                            module.get(f).name
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            files_with_uses >= 5,
+            "only {files_with_uses} files take addresses"
+        );
+    }
 }
