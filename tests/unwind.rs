@@ -721,6 +721,50 @@ fn panic_crosses_jit_frames() {
     );
 }
 
+/// Whether the FDEs of `eh_frame` (little-endian, as the aarch64 JIT writes it) toggle the
+/// return-address signing state with `DW_CFA_AARCH64_negate_ra_state`, and whether any
+/// uses `DW_CFA_val_expression`, which libgcc before GCC 13 reads as a stray bit of the
+/// expression's address (whether an exception crosses a signed frame then depends on
+/// where the table lies in memory: a run alone cannot tell).
+fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
+    use gimli::{
+        BaseAddresses, CallFrameInstruction, CieOrFde, EhFrame, LittleEndian, UnwindSection,
+    };
+    // gimli reads no `B` augmentation (the B key): read the CIE as `S`, also a letter
+    // without data, as clif-merge writes it before marking it.
+    // (The JIT's CIE is `zB`: its addresses are absolute, without `R`.)
+    let mut bytes = eh_frame.to_vec();
+    for at in 0..bytes.len().saturating_sub(3) {
+        if bytes[at..].starts_with(b"zB\0") {
+            bytes[at + 1] = b'S';
+        } else if bytes[at..].starts_with(b"zRB\0") {
+            bytes[at + 2] = b'S';
+        }
+    }
+    let mut section = EhFrame::new(&bytes[..], LittleEndian);
+    section.set_vendor(gimli::Vendor::AArch64);
+    let bases = BaseAddresses::default();
+    let mut entries = section.entries(&bases);
+    let (mut negate, mut val_expression) = (false, false);
+    while let Some(entry) = entries.next().expect("the .eh_frame reads") {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let fde = partial
+            .parse(EhFrame::cie_from_offset)
+            .expect("the FDE reads");
+        let mut instructions = fde.instructions(&section, &bases);
+        while let Some(instruction) = instructions.next().expect("the FDE's instructions read") {
+            match instruction {
+                CallFrameInstruction::NegateRaState => negate = true,
+                CallFrameInstruction::ValExpression { .. } => val_expression = true,
+                _ => {}
+            }
+        }
+    }
+    (negate, val_expression)
+}
+
 #[path = "common/jit_region.rs"]
 mod jit_region;
 
@@ -770,6 +814,14 @@ fn aarch64_jit_output(
     );
     let eh_frame = merged.jit_eh_frame(&module).unwrap();
     assert!(!eh_frame.is_empty(), "{context}: no .eh_frame");
+    let signs = settings
+        .iter()
+        .any(|(name, value)| name == "sign_return_address" && value == "true");
+    assert_eq!(
+        ra_state_forms(&eh_frame),
+        (signs, false),
+        "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression) in the JIT's .eh_frame"
+    );
     let addresses: BTreeMap<String, usize> = entries()
         .into_iter()
         .map(|(name, _)| {
