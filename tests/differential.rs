@@ -4,9 +4,9 @@
 //! for x86_64 and aarch64 (under qemu), and cranelift-jit through the plugin (on the host
 //! in a child process: a build whose code crashes is a failure naming the signal; for
 //! aarch64 on another host as an image under qemu) — with
-//! `--merge-functions disabled|trampolines|aliases`, each with and without
-//! `--merge-similar` (under which, when the mode merges, every constant-swap family of the
-//! generator must become one shared body with holes); and builds with each of the
+//! `--merge-functions disabled|trampolines|aliases`, the two that merge each with and
+//! without `--merge-similar` (under which every constant-swap family of the generator must
+//! become one shared body with holes; with merging disabled it does nothing); and builds with each of the
 //! command line's other options ([`Variant`]: `--function-sections` linked with
 //! `--gc-sections`, `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks`, `--emit-clif` with the
@@ -51,7 +51,9 @@ fn configurations(arch: Arch, variants: &[Variant]) -> Vec<Config> {
     let mut out = Vec::new();
     for output in outputs {
         for mode in Mode::ALL {
-            for similar in [false, true] {
+            // Merge-similar does nothing when merging is disabled: no second reference.
+            let similar_too = mode != Mode::Disabled;
+            for similar in [false, true].into_iter().filter(|&s| !s || similar_too) {
                 out.push(Config {
                     arch,
                     output,
