@@ -735,16 +735,23 @@ fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
     use gimli::{
         BaseAddresses, CallFrameInstruction, CieOrFde, EhFrame, LittleEndian, UnwindSection,
     };
-    // gimli reads no `B` augmentation (the B key): read the CIE as `S`, also a letter
-    // without data, as clif-merge writes it before marking it.
-    // (The JIT's CIE is `zB`: its addresses are absolute, without `R`.)
+    // gimli reads no `B` augmentation (the B key): each CIE's `B` is read as `S`, also a
+    // letter without data, as clif-merge writes it before marking it. Entries are (32-bit
+    // length, CIE id or pointer, ...); a CIE's id is 0, and its augmentation string starts
+    // after the version byte.
     let mut bytes = eh_frame.to_vec();
-    for at in 0..bytes.len().saturating_sub(3) {
-        if bytes[at..].starts_with(b"zB\0") {
-            bytes[at + 1] = b'S';
-        } else if bytes[at..].starts_with(b"zRB\0") {
-            bytes[at + 2] = b'S';
+    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let mut at = 0;
+    while at + 8 <= bytes.len() && word(&bytes, at) != 0 {
+        let next = at + 4 + word(&bytes, at) as usize;
+        if word(&bytes, at + 4) == 0 {
+            for letter in bytes[at + 9..next].iter_mut().take_while(|c| **c != 0) {
+                if *letter == b'B' {
+                    *letter = b'S';
+                }
+            }
         }
+        at = next;
     }
     let mut section = EhFrame::new(&bytes[..], LittleEndian);
     section.set_vendor(gimli::Vendor::AArch64);
