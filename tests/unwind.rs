@@ -567,6 +567,21 @@ fn modes() -> [MergeMode; 3] {
     ]
 }
 
+/// The JIT configurations run: every mode, with and without merge-similar, with
+/// single-jump and CLIF thunks; `disabled` once, since it merges nothing (merge-similar
+/// does nothing then, and there is no thunk to write).
+fn jit_configurations() -> Vec<(MergeMode, bool, bool)> {
+    let mut all = vec![(MergeMode::Disabled, false, false)];
+    for mode in [MergeMode::Trampolines, MergeMode::Aliases] {
+        for similar in [false, true] {
+            for clif_thunks in [false, true] {
+                all.push((mode, similar, clif_thunks));
+            }
+        }
+    }
+    all
+}
+
 /// Through the plugin: the fixture's functions declared in a `JITModule` and defined by a
 /// `FunctionMerger`; with `clif_thunks`, thunks are compiled CLIF with a frame (a call and
 /// a return) instead of a single jump.
@@ -690,16 +705,14 @@ fn jit_panic_child_process() {
         }
     }));
     let reference = plugin_results(MergeMode::Disabled, false, false);
+    for (mode, similar, clif_thunks) in jit_configurations().into_iter().skip(1) {
+        assert_eq!(
+            plugin_results(mode, similar, clif_thunks),
+            reference,
+            "plugin {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}"
+        );
+    }
     for mode in modes() {
-        for similar in [false, true] {
-            for clif_thunks in [false, true] {
-                assert_eq!(
-                    plugin_results(mode, similar, clif_thunks),
-                    reference,
-                    "plugin {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}"
-                );
-            }
-        }
         assert_eq!(emit_jit_results(mode), reference, "emit_jit {mode:?}");
     }
     println!("every panic crossed the JIT frames");
@@ -892,15 +905,11 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
     }
     let dir = scratch("aarch64-jit");
     let mut reference: Option<String> = None;
-    for mode in modes() {
-        for similar in [false, true] {
-            for clif_thunks in [false, true] {
-                let name = format!("{mode:?}-{similar}-{clif_thunks}");
-                let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks, &[]);
-                let reference = reference.get_or_insert_with(|| got.clone());
-                check_output(reference, &got, &format!("aarch64 JIT {name}"));
-            }
-        }
+    for (mode, similar, clif_thunks) in jit_configurations() {
+        let name = format!("{mode:?}-{similar}-{clif_thunks}");
+        let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks, &[]);
+        let reference = reference.get_or_insert_with(|| got.clone());
+        check_output(reference, &got, &format!("aarch64 JIT {name}"));
     }
     // With pointer authentication: trampolines with merge-similar, both kinds of thunk.
     let reference = reference.expect("the runs above");
