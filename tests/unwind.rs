@@ -705,6 +705,7 @@ fn jit_panic_child_process() {
         }
     }));
     let reference = plugin_results(MergeMode::Disabled, false, false);
+    // The first configuration, `disabled`, is the reference itself.
     for (mode, similar, clif_thunks) in jit_configurations().into_iter().skip(1) {
         assert_eq!(
             plugin_results(mode, similar, clif_thunks),
