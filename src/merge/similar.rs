@@ -83,6 +83,7 @@ use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::fingerprint::linearise;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
+use crate::detect::walk::CfgWalk;
 use crate::detect::Permissions;
 use crate::names::{external_name, fresh_symbol, user_func_name, FuncName};
 use crate::target::TargetInfo;
@@ -423,14 +424,14 @@ enum NotBuilt {
 /// Whether `body` tail-calls through a register (`return_call_indirect`) more often than
 /// any of `members` does: where a merge turned direct tail calls into one through a
 /// register (a callee hole). Under branch protection that call cannot land on a function
-/// Cranelift compiled (the branch-protection rule above).
+/// Cranelift compiled (the branch-protection rule above). Only blocks reachable from the
+/// entry count: one a member never runs must not stand for a call its body makes.
 pub fn adds_indirect_tail_calls<'f>(
     body: &Function,
     members: impl IntoIterator<Item = &'f Function>,
 ) -> bool {
     let count = |f: &Function| {
-        f.layout
-            .blocks()
+        CfgWalk::new(f)
             .flat_map(|b| f.layout.block_insts(b))
             .filter(|&i| f.dfg.insts[i].opcode() == ir::Opcode::ReturnCallIndirect)
             .count()
@@ -1181,4 +1182,56 @@ fn unique_body_name(in_use: &mut HashSet<String>, infix: &str, first: &FuncName)
         super::policy::shared_body_symbol(first).trim_start_matches("clif_merge_body_")
     );
     FuncName::TestCase(fresh_symbol(base, in_use))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(clif: &str) -> Function {
+        cranelift_reader::parse_functions(clif)
+            .expect("the CLIF parses")
+            .remove(0)
+    }
+
+    /// A member's `return_call_indirect` in a block it never reaches does not stand for
+    /// the one its body makes where a direct tail call became a hole.
+    #[test]
+    fn an_unreachable_indirect_tail_call_is_not_counted() {
+        let body = function(
+            "function %body(i64, i64) -> i64 tail {
+                sig0 = (i64) -> i64 tail
+            block0(v0: i64, v1: i64):
+                return_call_indirect sig0, v1(v0)
+            }",
+        );
+        let member = |callee: &str, unreachable: bool| {
+            let dead = if unreachable {
+                "block1(v2: i64):\n    return_call_indirect sig0, v2(v0)"
+            } else {
+                ""
+            };
+            function(&format!(
+                "function %m(i64) -> i64 tail {{
+                    sig0 = (i64) -> i64 tail
+                    fn0 = colocated %{callee}(i64) -> i64 tail
+                block0(v0: i64):
+                    return_call fn0(v0)
+                {dead}
+                }}"
+            ))
+        };
+        let (with_dead, plain) = (member("a", true), member("b", false));
+        assert!(adds_indirect_tail_calls(&body, [&with_dead, &plain]));
+        assert!(adds_indirect_tail_calls(&body, [&with_dead]));
+        // A member that makes the call itself, where it runs: nothing is added.
+        let indirect = function(
+            "function %m(i64, i64) -> i64 tail {
+                sig0 = (i64) -> i64 tail
+            block0(v0: i64, v1: i64):
+                return_call_indirect sig0, v1(v0)
+            }",
+        );
+        assert!(!adds_indirect_tail_calls(&body, [&indirect, &plain]));
+    }
 }
