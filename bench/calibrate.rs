@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use clif_merge::emit::build_isa;
-use clif_merge::emit::compile::text_size;
+use clif_merge::emit::compile::{similar_thunk_size, text_size};
 use clif_merge::estimate::fit::{self, errors, features_of, Errors, FitOptions, Fitted, Sample};
 use clif_merge::estimate::SizeModel;
 use clif_merge::merge::similar::{aligned_candidates, similar_candidates, CodeFacts};
@@ -90,15 +90,23 @@ struct CorpusData {
 }
 
 fn measure(isa: &dyn TargetIsa, func: &Function) -> Option<Measured> {
-    let bytes = text_size(isa, func.clone()).ok()?;
-    Some(Measured {
+    Some(measured(func, text_size(isa, func.clone()).ok()?))
+}
+
+/// Merge-similar's thunk `func` as emitted: exact for a register thunk.
+fn measure_thunk(isa: &dyn TargetIsa, func: &Function) -> Option<Measured> {
+    Some(measured(func, similar_thunk_size(isa, func.clone()).ok()?))
+}
+
+fn measured(func: &Function, bytes: u64) -> Measured {
+    Measured {
         sample: Sample {
             features: features_of(func),
             bytes: bytes as f64,
             weight: 1.0,
         },
         func: func.clone(),
-    })
+    }
 }
 
 /// A corpus directory, read as one module.
@@ -210,7 +218,7 @@ fn measure_module(
             let mut built = Vec::new();
             let mut thunks = Vec::new();
             for (_, t) in &candidate.thunks {
-                let m = measure(isa, t)?;
+                let m = measure_thunk(isa, t)?;
                 thunks.push(m.sample.bytes as u64);
                 if !isa.is_frameless_thunk(t) {
                     built.push(m);
@@ -245,10 +253,14 @@ struct Facts<'a> {
 
 impl CodeFacts for Facts<'_> {
     fn text_size(&self, func: &Function) -> u64 {
-        if self.isa.is_frameless_thunk(func) {
-            return CodeFacts::text_size(self.isa, func);
-        }
         self.model.estimate(func)
+    }
+
+    fn thunk_size(&self, thunk: &Function) -> u64 {
+        match self.isa.is_frameless_thunk(thunk) {
+            true => CodeFacts::thunk_size(self.isa, thunk),
+            false => self.model.estimate(thunk),
+        }
     }
 
     fn is_frameless_thunk(&self, thunk: &Function) -> bool {

@@ -285,9 +285,10 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     for p in parsed {
         let name = FuncName::of_function(&p.func);
         let linkage = linkage_for(&cli.linkage, &name);
-        module
+        let index = module
             .add(p.func, linkage, false)
             .map_err(|e| format!("{}: {e}", p.file.display()))?;
+        module.get_mut(index).similar_thunk = p.similar_thunk;
     }
     let mode: MergeMode = cli.merge_functions.parse()?;
     let options = PipelineOptions {

@@ -511,8 +511,10 @@ fn declare_shared_bodies<M: CraneliftModule>(
                 m.func.dfg.ext_funcs[r].name = crate::names::external_name(&mut m.func, new);
             }
         }
-        out.add(m.func, m.linkage, m.unnamed_addr)
+        let index = out
+            .add(m.func, m.linkage, m.unnamed_addr)
             .map_err(|e| EmitError::Object(e.to_string()))?;
+        out.get_mut(index).similar_thunk = m.similar_thunk;
     }
     Ok(out)
 }

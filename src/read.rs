@@ -31,7 +31,17 @@ pub struct ParsedFunction {
     pub file: PathBuf,
     /// The line of its `function` keyword.
     pub line: usize,
+    /// Whether the line before it is [`SIMILAR_THUNK_MARK`]: merge-similar's thunk, as
+    /// `--emit-clif` writes it.
+    pub similar_thunk: bool,
 }
+
+/// The comment `--emit-clif` writes on the line before each of merge-similar's thunks
+/// ([`crate::merge::ModuleFunction::similar_thunk`]), and that reading marks the function
+/// by: clif-merge writes such a thunk as register loads and a jump where the target allows,
+/// so that the body it jumps to sees the frame of the thunk's caller. A function without
+/// the mark is compiled as written, its call a call, whatever its shape.
+pub const SIMILAR_THUNK_MARK: &str = "; clif-merge: merge-similar's thunk, a jump";
 
 impl ParsedFunction {
     /// `file:line`, for messages.
@@ -111,14 +121,17 @@ pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFuncti
 /// Parse text whose preamble is already blanked: with the fast reader when it takes the
 /// file, else with cranelift-reader (which then gives every error).
 fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, ReadError> {
+    let marked = marked_lines(cleaned);
+    let parsed = |func: Function, line: usize| ParsedFunction {
+        func,
+        file: path.to_path_buf(),
+        line,
+        similar_thunk: marked.contains(&line),
+    };
     if let Some(functions) = fast::read(cleaned) {
         return Ok(functions
             .into_iter()
-            .map(|(func, line)| ParsedFunction {
-                func,
-                file: path.to_path_buf(),
-                line,
-            })
+            .map(|(func, line)| parsed(func, line))
             .collect());
     }
     fn parse(text: &str) -> Result<ParseResult<TestFile<'_>>, String> {
@@ -168,12 +181,21 @@ fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, Read
     Ok(file
         .functions
         .into_iter()
-        .map(|(func, details)| ParsedFunction {
-            func,
-            file: path.to_path_buf(),
-            line: details.location.line_number,
-        })
+        .map(|(func, details)| parsed(func, details.location.line_number))
         .collect())
+}
+
+/// The (1-based) lines that follow a [`SIMILAR_THUNK_MARK`] line: where a marked function's
+/// `function` keyword is.
+fn marked_lines(text: &str) -> Vec<usize> {
+    if !text.contains(SIMILAR_THUNK_MARK) {
+        return Vec::new();
+    }
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim() == SIMILAR_THUNK_MARK)
+        .map(|(i, _)| i + 2)
+        .collect()
 }
 
 /// Blank out `test`, `target` and `set` lines that stand before the first function, in
@@ -488,5 +510,48 @@ mod tests {
         assert_eq!(files, expected);
         let position = |name: &str| files.iter().position(|f| *f == dir.path().join(name));
         assert!(position("a/b.clif") < position("a-b.clif"));
+    }
+
+    /// A function is merge-similar's thunk when the line right before its `function` line
+    /// is the mark, with the fast reader and with cranelift-reader (which a debug tag
+    /// sends the text to); a mark with a blank line after it marks nothing.
+    #[test]
+    fn the_similar_thunk_mark_is_read_by_both_readers() {
+        let body = |last: &str| {
+            format!(
+                "function %first(i64) -> i64 system_v {{
+block0(v0: i64):
+    return v0
+}}
+
+; another comment
+function %second(i64) -> i64 system_v {{
+block0(v0: i64):
+    return v0
+}}
+
+function %third(i64) -> i64 system_v {{
+block0(v0: i64):
+{last}
+}}
+"
+            )
+        };
+        let plain = body("    return v0");
+        let tagged = body("    <7> sequence_point\n    return v0");
+        let cases = [
+            (format!("{SIMILAR_THUNK_MARK}\n{plain}"), true, true),
+            (format!("{SIMILAR_THUNK_MARK}\n{tagged}"), false, true),
+            (format!("{SIMILAR_THUNK_MARK}\n\n{plain}"), true, false),
+        ];
+        for (text, fast_reads, first_marked) in cases {
+            assert_eq!(fast::read(&text).is_some(), fast_reads, "{text}");
+            let marks: Vec<bool> = parse_clif(&text, "t.clif")
+                .unwrap()
+                .iter()
+                .map(|p| p.similar_thunk)
+                .collect();
+            assert_eq!(marks, [first_marked, false, false], "{text}");
+        }
     }
 }

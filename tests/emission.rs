@@ -772,7 +772,7 @@ block0(v0: i64, v1: i64):
                 let f = module.lookup(&FuncName::parse(name).unwrap()).unwrap();
                 let thunk = &module.get(f).func;
                 assert!(isa.is_frameless_thunk(thunk), "{name}");
-                (name[1..].to_string(), CodeFacts::text_size(&*isa, thunk))
+                (name[1..].to_string(), CodeFacts::thunk_size(&*isa, thunk))
             })
             .collect();
         let plan = clif_merge::merge(&module, &target, &options);

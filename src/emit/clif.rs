@@ -18,6 +18,11 @@
 //! caller's, as it does in the object, where such a folded name gets a jump or a copy of
 //! the body: here it gets a copy (the body under the folded name). So does a folded name
 //! whose body is merge-similar's thunk into such a body ([`reaches_a_frame_reader`]).
+//!
+//! Merge-similar's thunks are written with a comment on the line before them
+//! ([`SIMILAR_THUNK_MARK`]): clif-merge, reading the CLIF again, writes them as register
+//! loads and a jump, as in the object, and every function without the mark as Cranelift
+//! compiles it. Another compiler gives them a frame.
 
 use std::fmt::Write as _;
 
@@ -25,9 +30,10 @@ use cranelift_codegen::ir::{self, GlobalValueData, InstructionData};
 use cranelift_codegen::isa::TargetFrontendConfig;
 
 use super::thunk::{clif_thunk, reaches_a_frame_reader};
-use crate::merge::{Action, Body, FuncIndex, Group, Linkage, MergePlan, Module};
+use crate::merge::{Action, Body, FuncIndex, Group, Linkage, MergePlan, Module, ModuleFunction};
 use crate::names::FuncName;
 use crate::names::{external_name, user_func_name};
+use crate::read::SIMILAR_THUNK_MARK;
 
 /// The merged module as CLIF text.
 pub fn merged_clif(
@@ -52,6 +58,7 @@ pub fn merged_clif(
         }
         match plan.action(f) {
             Action::Keep => {
+                mark_similar_thunk(&mut out, m);
                 let _ = writeln!(out, "{}", written(module, plan, f).display());
             }
             // Every use of its address names the body.
@@ -68,6 +75,7 @@ pub fn merged_clif(
                         "; clif-merge: {} is a copy of {target}, which reads its frame (or its body does)",
                         m.name
                     );
+                    mark_similar_thunk(&mut out, module.get(group.kept));
                     let mut copy = written(module, plan, group.kept);
                     copy.name = m.func.name.clone();
                     copy
@@ -79,6 +87,14 @@ pub fn merged_clif(
         }
     }
     out
+}
+
+/// [`SIMILAR_THUNK_MARK`] on a line of its own when `m` is merge-similar's thunk, so that
+/// clif-merge, reading the CLIF again, writes it as a jump as it does now.
+fn mark_similar_thunk(out: &mut String, m: &ModuleFunction) {
+    if m.similar_thunk {
+        let _ = writeln!(out, "{SIMILAR_THUNK_MARK}");
+    }
 }
 
 /// Where a group's body is: the kept function, or the shared local body.

@@ -215,7 +215,7 @@ pub fn compile_bodies(
         .with_max_len(MAX_FUNCTIONS_PER_TASK)
         .map(|((f, mut func, uses), numbers)| {
             symbolize(&mut func, &uses, numbers);
-            (f, compile_one(isa, func))
+            (f, compile_one(isa, func, module.get(f).similar_thunk))
         })
         .collect();
     // The first failure in module order, whichever thread met it first.
@@ -327,18 +327,25 @@ fn symbolize(func: &mut ir::Function, uses: &[SymbolUse], numbers: Vec<UserExter
     }
 }
 
-/// The bytes `func` takes in `.text` once compiled for `isa`: its code, padded to its
-/// alignment. This compiles `func`; merge-similar's cost model estimates the same number
-/// without compiling ([`crate::estimate`]), and `cargo bench --bench calibrate` fits the
-/// estimate to it.
+/// The bytes `func` takes in `.text` once compiled by Cranelift for `isa`: its code,
+/// padded to its alignment. This compiles `func`; merge-similar's cost model estimates the
+/// same number without compiling ([`crate::estimate`]), and `cargo bench --bench
+/// calibrate` fits the estimate to it.
 pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String> {
-    if let Some(thunk) = register_thunk(&func, isa) {
-        return Ok(thunk.bytes.len() as u64);
-    }
     with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above");
         super::sizes::padded(code.buffer.data().len(), u64::from(code.buffer.alignment))
     })
+}
+
+/// The bytes merge-similar's `thunk` takes in `.text` once emitted for `isa`: a register
+/// thunk's exactly ([`register_thunk`]), else its code compiled by Cranelift, padded
+/// ([`text_size`]). What [`crate::merge::similar::CodeFacts::thunk_size`] estimates.
+pub fn similar_thunk_size(isa: &dyn TargetIsa, thunk: ir::Function) -> Result<u64, String> {
+    match register_thunk(&thunk, isa) {
+        Some(written) => Ok(written.bytes.len() as u64),
+        None => text_size(isa, thunk),
+    }
 }
 
 /// Merge-similar's questions about machine code, answered for any target without
@@ -346,9 +353,13 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
 /// function the estimate of the target's calibrated [`SizeModel`].
 impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
     fn text_size(&self, func: &ir::Function) -> u64 {
-        match register_thunk(func, self) {
-            Some(thunk) => thunk.bytes.len() as u64,
-            None => SizeModel::for_architecture(self.triple().architecture).estimate(func),
+        SizeModel::for_architecture(self.triple().architecture).estimate(func)
+    }
+
+    fn thunk_size(&self, thunk: &ir::Function) -> u64 {
+        match register_thunk(thunk, self) {
+            Some(written) => written.bytes.len() as u64,
+            None => self.text_size(thunk),
         }
     }
 
@@ -397,9 +408,16 @@ fn with_compiled<R>(
     })
 }
 
-/// `func` compiled for `isa` (or written directly, when it is a register thunk).
-pub(super) fn compile_one(isa: &dyn TargetIsa, func: ir::Function) -> Result<CompiledBody, String> {
-    if let Some(thunk) = register_thunk(&func, isa) {
+/// `func` compiled for `isa`; a merge-similar thunk (`similar_thunk`,
+/// [`crate::merge::ModuleFunction::similar_thunk`]) is written directly when it is a
+/// register thunk for `isa`. Any other function is Cranelift's code, whatever its shape.
+pub(super) fn compile_one(
+    isa: &dyn TargetIsa,
+    func: ir::Function,
+    similar_thunk: bool,
+) -> Result<CompiledBody, String> {
+    let written = similar_thunk.then(|| register_thunk(&func, isa)).flatten();
+    if let Some(thunk) = written {
         let mut relocs = Vec::with_capacity(thunk.relocs.len());
         for (offset, kind, func_ref, addend) in thunk.relocs {
             let ExternalName::User(r) = func.dfg.ext_funcs[func_ref].name else {

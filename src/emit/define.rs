@@ -323,10 +323,11 @@ pub fn define_all<M: CraneliftModule>(
                 // Compiled here rather than by `define_function`, so that its unwind
                 // information is ours to write, like every other body's.
                 // It names the module's ids already; only its own offsets are renamed.
-                let thunk = compile_one(m.isa(), func).map_err(|message| EmitError::Codegen {
-                    function: mf.name.to_string(),
-                    message: format!("Cranelift failed on the thunk: {message}"),
-                })?;
+                let thunk =
+                    compile_one(m.isa(), func, false).map_err(|message| EmitError::Codegen {
+                        function: mf.name.to_string(),
+                        message: format!("Cranelift failed on the thunk: {message}"),
+                    })?;
                 let relocs: Vec<ModuleReloc> = thunk
                     .relocs
                     .iter()

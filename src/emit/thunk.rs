@@ -10,9 +10,10 @@
 //! there), a call followed by a return of its results otherwise.
 //!
 //! Merge-similar's thunks add arguments (constants, function addresses) before jumping.
-//! When all of the target's arguments travel in registers, such a CLIF thunk is recognised
-//! by its shape ([`shape`]) and written directly ([`register_thunk`]), with no frame, by
-//! the encoder of its ISA:
+//! When all of the target's arguments travel in registers, such a CLIF thunk (marked as
+//! merge-similar's, [`crate::merge::ModuleFunction::similar_thunk`], and of the shape
+//! [`shape`] finds) is written directly ([`register_thunk`]), with no frame, by the encoder
+//! of its ISA:
 //! - x86_64 (System V and `tail`): a `mov` per added argument into its register, then the
 //!   same `jmp`;
 //! - aarch64 (AAPCS64 and `tail`, whose integers start at x2): `movz`/`movn`/`movk` per
@@ -22,6 +23,9 @@
 //! A thunk without a frame is what lets merge-similar put a body that reads its return
 //! address or frame pointer behind it (the frame rule of [`crate::merge::similar`]), and it
 //! costs a few cycles where one with a frame costs a call's worth (bench/README.md §7).
+//! It is only for merge-similar's thunks: the user's own function of the same shape is
+//! Cranelift's code, a call and a return, because its callee may read the return address
+//! or frame it was called with, and a jump would show it the caller's instead.
 
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir::{self, InstBuilder};
@@ -90,15 +94,16 @@ pub fn jump_thunk(
 }
 
 /// Whether calling `f` runs code that reads its return address, frame pointer or stack
-/// pointer in the frame `f` was called in: `f` reads them itself, or `f` is a thunk of
-/// merge-similar's shape ([`shape`]) into a function that does. Merge-similar puts a body
-/// that reads its frame behind no thunk but a frameless jump (the frame rule of
-/// [`crate::merge::similar`]), so the body sees the frame of whoever called the thunk. A
-/// folded name whose group runs such code must not be a thunk that adds a frame of its
-/// own: it is a jump, or a copy.
+/// pointer in the frame `f` was called in: `f` reads them itself, or `f` is merge-similar's
+/// thunk ([`crate::merge::ModuleFunction::similar_thunk`]) into a function that does.
+/// Merge-similar puts a body that reads its frame behind no thunk but a frameless jump (the
+/// frame rule of [`crate::merge::similar`]), so the body sees the frame of whoever called
+/// the thunk. A folded name whose group runs such code must not be a thunk that adds a
+/// frame of its own: it is a jump, or a copy. Any other function of a thunk's shape is
+/// compiled with its call: its callee sees that function's frame, not its caller's.
 ///
-/// A chain of thunk-shaped functions longer than a few (only input functions that call
-/// each other in a cycle make one) counts as reading its frame: a copy is always sound.
+/// A chain of merge-similar's thunks longer than a few (only CLIF written by hand with
+/// their mark makes one) counts as reading its frame: a copy is always sound.
 pub fn reaches_a_frame_reader(module: &Module, f: FuncIndex) -> bool {
     let mut at = f;
     for _ in 0..8 {
@@ -106,7 +111,7 @@ pub fn reaches_a_frame_reader(module: &Module, f: FuncIndex) -> bool {
         if m.observes_its_frame() {
             return true;
         }
-        let Some(thunk) = shape::of(&m.func) else {
+        let Some(thunk) = shape::of(&m.func).filter(|_| m.similar_thunk) else {
             return false;
         };
         let callee = &m.func.dfg.ext_funcs[thunk.callee].name;

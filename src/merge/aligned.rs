@@ -379,7 +379,7 @@ pub fn try_pair(
     if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
         return Err(Declined::FrameReader);
     }
-    let thunk_bytes: u64 = thunks.iter().map(|(_, t)| isa.text_size(t)).sum();
+    let thunk_bytes: u64 = thunks.iter().map(|(_, t)| isa.thunk_size(t)).sum();
     // The body holds at least the larger member, so the pair saves at most the smaller
     // one less the thunks: when that is nothing, the pair is not even aligned.
     let smaller = pair.member_bytes[0].min(pair.member_bytes[1]);

@@ -134,6 +134,20 @@ pub fn explain_in_plan(
             caller,
         }
     };
+    let (ma, mb) = (module.get(a), module.get(b));
+    if ma.similar_thunk != mb.similar_thunk {
+        // The merger keeps them apart whatever their CLIF: one is written as a jump.
+        let kind = |m: &ModuleFunction| match m.similar_thunk {
+            true => "merge-similar's thunk (a jump)",
+            false => "compiled as written",
+        };
+        return Some(crate::detect::Difference {
+            place: "the function".into(),
+            what: "kind".into(),
+            left: kind(ma).into(),
+            right: kind(mb).into(),
+        });
+    }
     let (left, right) = (by_plan(a), by_plan(b));
     // One policy per side: each side's calls are judged from that side.
     let both = Sided {

@@ -32,6 +32,15 @@ pub struct ModuleFunction {
     /// `true` when the user promises nobody compares this function's address
     /// (`unnamed_addr`).
     pub unnamed_addr: bool,
+    /// Whether this is merge-similar's thunk into a shared body ([`crate::merge::similar`]),
+    /// which loads the values its member differs in and passes them on with its own
+    /// arguments. Emission writes such a thunk as register loads and a jump where the target
+    /// allows ([`crate::emit::thunk::register_thunk`]), so that the body runs in the frame
+    /// of whoever called the member, as the member did. Every other function is compiled as
+    /// written, even when it has a thunk's shape: its call stays a call, and the callee sees
+    /// the frame it was called from. Merge-similar sets it; `--emit-clif` writes it as a
+    /// comment that reading the CLIF again takes back ([`crate::read::SIMILAR_THUNK_MARK`]).
+    pub similar_thunk: bool,
 }
 
 impl ModuleFunction {
@@ -127,6 +136,7 @@ impl Module {
             func,
             linkage,
             unnamed_addr,
+            similar_thunk: false,
         });
         self.by_name.insert(name, index);
         Ok(index)

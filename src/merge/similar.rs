@@ -43,8 +43,8 @@
 //!    instruction where the members ran ([`adds_indirect_tail_calls`]; merging by
 //!    alignment follows the same rule).
 //! 6. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
-//!    bytes than the originals, by the sizes [`CodeFacts::text_size`] gives: exact for a
-//!    thunk written directly as machine code, estimated from the IR for everything else
+//!    bytes than the originals, by the sizes [`CodeFacts`] gives: exact for a thunk
+//!    written directly as machine code, estimated from the IR for everything else
 //!    ([`crate::estimate`], calibrated per target against real compiles). Nothing is
 //!    compiled here: the estimate decides profitability only, and every group built is
 //!    sound whether it pays or not. A group without parameters is always taken: it adds
@@ -198,11 +198,14 @@ impl SimilarReport {
 /// to emission. Emission implements it for every `TargetIsa` ([`crate::emit::compile`]);
 /// this analysis stage owns the question and never imports the answer's code.
 pub trait CodeFacts {
-    /// The bytes `func` takes in `.text` once compiled, as the cost model weighs them.
-    /// For a `TargetIsa`: exact for a thunk emission writes directly as machine code,
-    /// estimated from the IR otherwise ([`crate::estimate`]), without compiling. A pure
-    /// function of `func` and the target.
+    /// The bytes `func` takes in `.text` once compiled by Cranelift, as the cost model
+    /// weighs them. For a `TargetIsa`: estimated from the IR ([`crate::estimate`]),
+    /// without compiling. A pure function of `func` and the target.
     fn text_size(&self, func: &Function) -> u64;
+    /// The bytes `thunk` (a merge-similar thunk) takes in `.text`: exact for a thunk
+    /// emission writes directly as machine code (a register thunk), [`Self::text_size`]
+    /// otherwise.
+    fn thunk_size(&self, thunk: &Function) -> u64;
     /// Whether `thunk` (a merge-similar thunk) is written as a frameless jump: it adds no
     /// frame between its caller and the body it jumps to.
     fn is_frameless_thunk(&self, thunk: &Function) -> bool;
@@ -264,7 +267,8 @@ fn group_cost<F: CodeFacts + ?Sized>(
         .iter()
         .map(|&m| facts.text_size(&module.get(m).func))
         .collect();
-    let after = facts.text_size(body) + thunks.iter().map(|(_, t)| facts.text_size(t)).sum::<u64>();
+    let after =
+        facts.text_size(body) + thunks.iter().map(|(_, t)| facts.thunk_size(t)).sum::<u64>();
     (before, after)
 }
 
@@ -339,7 +343,12 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
         }
         siblings[members[0]] = members.clone();
     }
-    let reps: Vec<FuncIndex> = module.indices().filter(|&f| class_of[f] == f).collect();
+    // Merge-similar's own thunks (from CLIF it wrote, read again) are never members: a
+    // group of them would put a shared body, which calls, where a jump was.
+    let reps: Vec<FuncIndex> = module
+        .indices()
+        .filter(|&f| class_of[f] == f && !module.get(f).similar_thunk)
+        .collect();
 
     // Hole encodings of the representatives that share their hash with another (the hash
     // reads neither constants nor callees; the identical driver's walk computed it), in
@@ -682,7 +691,9 @@ pub fn merge_similar_keeping_replaced(
     replaced.reserve(finished.iter().map(|(_, _, thunks)| thunks.len()).sum());
     for (group, body, thunks) in finished {
         for (m, thunk) in thunks {
-            replaced.push((m, std::mem::replace(&mut module.get_mut(m).func, thunk)));
+            let member = module.get_mut(m);
+            member.similar_thunk = true;
+            replaced.push((m, std::mem::replace(&mut member.func, thunk)));
         }
         report.groups.push(group);
         bodies.push(body);
@@ -705,7 +716,7 @@ impl Replaced {
 
 /// The functions alignment merging may pair, in index order: the representatives of
 /// their classes of equal functions (classmates after the first are represented by it)
-/// that are not `taken` by a group with holes.
+/// that are not `taken` by a group with holes, nor merge-similar's thunks.
 fn left_for_alignment(
     module: &Module,
     siblings: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
@@ -715,7 +726,10 @@ fn left_for_alignment(
     for f in module.indices() {
         busy.extend(siblings[f].iter().skip(1).copied());
     }
-    module.indices().filter(|f| !busy.contains(f)).collect()
+    module
+        .indices()
+        .filter(|&f| !busy.contains(&f) && !module.get(f).similar_thunk)
+        .collect()
 }
 
 /// The pairs alignment merging takes among the representatives that no group of holes
@@ -1233,5 +1247,95 @@ mod tests {
             }",
         );
         assert!(!adds_indirect_tail_calls(&body, [&indirect, &plain]));
+    }
+
+    /// `%name`: a constant after its own argument, then a call of `%g` with both: a register
+    /// thunk's shape, whether merge-similar made it or the user wrote it.
+    fn thunk_shaped(name: &str, constant: i64) -> Function {
+        function(&format!(
+            "function %{name}(i64) -> i64 system_v {{
+                fn0 = colocated %g(i64, i64) -> i64 system_v
+            block0(v0: i64):
+                v1 = iconst.i64 {constant}
+                v2 = call fn0(v0, v1)
+                return v2
+            }}"
+        ))
+    }
+
+    /// `%g`, which reads its return address, and `functions`, each Local, `marked` ones
+    /// marked as merge-similar's thunks.
+    fn module_with(functions: &[(Function, bool)]) -> Module {
+        let g = function(
+            "function %g(i64, i64) -> i64 system_v {
+            block0(v0: i64, v1: i64):
+                v2 = get_return_address.i64
+                v3 = iadd v0, v1
+                v4 = iadd v3, v2
+                return v4
+            }",
+        );
+        let mut module = Module::new();
+        module.add(g, Linkage::Local, true).unwrap();
+        for (func, marked) in functions {
+            let f = module.add(func.clone(), Linkage::Local, true).unwrap();
+            module.get_mut(f).similar_thunk = *marked;
+        }
+        module
+    }
+
+    /// Merge-similar's thunk is a jump where the same CLIF of the user's is a call: the
+    /// identical merger never folds one into the other, and folds two thunks.
+    #[test]
+    fn a_similar_thunk_is_never_equal_to_a_function_of_the_user() {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+        let options = MergeOptions {
+            mode: crate::merge::MergeMode::Aliases,
+            addresses_insignificant: true,
+            ..MergeOptions::default()
+        };
+        let module = module_with(&[
+            (thunk_shaped("thunk_a", 5), true),
+            (thunk_shaped("users", 5), false),
+            (thunk_shaped("thunk_b", 5), true),
+        ]);
+        let plan = crate::merge::merge(&module, &target, &options);
+        let index = |name: &str| module.lookup(&FuncName::parse(name).unwrap()).unwrap();
+        let group = |name: &str| plan.group_of(index(name)).map(|g| g.kept);
+        assert_eq!(group("%users"), None);
+        assert_eq!(group("%thunk_a"), Some(index("%thunk_a")));
+        assert_eq!(group("%thunk_b"), Some(index("%thunk_a")));
+        // `--explain` says why.
+        let explain = |a: &str, b: &str| {
+            crate::merge::explain_in_plan(&module, &target, &options, &plan, index(a), index(b))
+        };
+        assert_eq!(explain("%users", "%thunk_a").unwrap().what, "kind");
+        assert!(explain("%thunk_b", "%thunk_a").is_none());
+    }
+
+    /// Merge-similar takes the user's functions of a thunk's shape as members, never its
+    /// own thunks (read again from `--emit-clif` output): a shared body of thunks would
+    /// call where they jumped.
+    #[test]
+    fn merge_similar_never_takes_its_own_thunks() {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+        let isa = crate::emit::build_isa(&target, &[]).unwrap();
+        let similar = SimilarOptions {
+            cost_model: false,
+            ..SimilarOptions::default()
+        };
+        for marked in [false, true] {
+            let module = module_with(&[
+                (thunk_shaped("a", 5), marked),
+                (thunk_shaped("b", 7), marked),
+            ]);
+            let (_, report) =
+                merge_similar(module, &target, &*isa, &MergeOptions::default(), &similar);
+            assert_eq!(
+                report.groups.len(),
+                usize::from(!marked),
+                "marked: {marked}"
+            );
+        }
     }
 }

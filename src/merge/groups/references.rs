@@ -83,6 +83,12 @@ pub(super) struct WalkBuffers {
     pub(super) blocks: Vec<Block>,
 }
 
+/// What a merge-similar thunk's hash is mixed with, and the token that ends its shape
+/// ([`crate::merge::ModuleFunction::similar_thunk`]): emission writes it as a jump, the
+/// same CLIF of the user's as a call, so no function of one kind is equal to one of the
+/// other. (The token follows the encoder's trailer, where no encoding has another token.)
+pub(super) const SIMILAR_THUNK_TOKEN: u64 = 0x5EA7_7B0D_1E57_A6E5;
+
 impl Walked {
     /// The structural hash ([`crate::detect::function_hash`]) and what
     /// [`Module::references`] finds, in one walk over the reachable blocks; the whole
@@ -122,6 +128,12 @@ impl Walked {
             insts += 1;
             visit(data, calls, addresses)
         });
+        // Merge-similar's thunk compiles to a jump where the same CLIF written by the user
+        // compiles to a call: they are never equal ([`SIMILAR_THUNK_TOKEN`]).
+        let hash = match module.get(f).similar_thunk {
+            true => hash ^ SIMILAR_THUNK_TOKEN,
+            false => hash,
+        };
         // Every block of the layout reached, unless fewer blocks were reached than exist
         // and than the layout holds.
         if reached < func.dfg.num_blocks() && reached < func.layout.blocks().count() {

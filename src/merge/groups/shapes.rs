@@ -14,7 +14,9 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 
 use rayon::prelude::*;
 
-use super::references::{Callers, ChunkRefs, Facts, Refs, WalkBuffers, Walked};
+use super::references::{
+    Callers, ChunkRefs, Facts, Refs, WalkBuffers, Walked, SIMILAR_THUNK_TOKEN,
+};
 use super::sized;
 use crate::detect::encode::{CallTarget, CallTargets, Encoder, Token};
 use crate::detect::hash::{StableHasher, StableState};
@@ -288,6 +290,9 @@ fn encode_shape(
     let tokens = &mut buffers.tokens;
     tokens.clear();
     Encoder::with_walk(func, target, &calls, walk).encode_all(tokens);
+    if module.get(f).similar_thunk {
+        tokens.push(SIMILAR_THUNK_TOKEN);
+    }
     hash_tokens(walked.hash, tokens)
 }
 
