@@ -7,7 +7,9 @@
 //! own, the own arguments are already where the body expects them: a thunk of this shape
 //! only has to put each added value in its argument register and jump. Which register that
 //! is, and how the value is written, is each ISA's part ([`super::x86_64`],
-//! [`super::aarch64`]); this module finds the shape and nothing else.
+//! [`super::aarch64`]); this module finds the shape and nothing else. The shape alone
+//! never makes a function a jump: emission asks only of functions merge-similar marked as
+//! its thunks ([`crate::merge::ModuleFunction::similar_thunk`]).
 
 use cranelift_codegen::ir::{self, InstructionData, Opcode};
 
