@@ -126,7 +126,7 @@ fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, Read
         func,
         file: path.to_path_buf(),
         line,
-        similar_thunk: marked.contains(&line),
+        similar_thunk: marked.binary_search(&line).is_ok(),
     };
     if let Some(functions) = fast::read(cleaned) {
         return Ok(functions
@@ -185,8 +185,8 @@ fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, Read
         .collect())
 }
 
-/// The (1-based) lines that follow a [`SIMILAR_THUNK_MARK`] line: where a marked function's
-/// `function` keyword is.
+/// The (1-based) lines that follow a [`SIMILAR_THUNK_MARK`] line, in ascending order:
+/// where a marked function's `function` keyword is.
 fn marked_lines(text: &str) -> Vec<usize> {
     if !text.contains(SIMILAR_THUNK_MARK) {
         return Vec::new();
