@@ -452,7 +452,7 @@ fn one_round(
             .binary_search(&f)
             .expect("a candidate is a member")
     };
-    let mut built: Vec<MergedPair> = pairs
+    let built: Vec<MergedPair> = pairs
         .par_iter()
         .filter_map(|p| {
             let (at_left, at_right) = (position(p.left), position(p.right));
@@ -464,22 +464,31 @@ fn one_round(
             try_pair(module, target, isa, &pair, cost_model, thunk).ok()
         })
         .collect();
-    built.sort_by_key(|(m, _)| {
-        (
-            std::cmp::Reverse(m.before as i64 - m.after as i64),
-            m.left,
-            m.right,
-        )
-    });
+    // Greedily by saving, then by members; the order is sorted as keys, so that the
+    // bodies (a `Function` each) move once, into the pairs taken.
+    let mut order: Vec<(std::cmp::Reverse<i64>, FuncIndex, FuncIndex, usize)> = (built.iter())
+        .enumerate()
+        .map(|(at, (m, _))| {
+            let saving = m.before as i64 - m.after as i64;
+            (std::cmp::Reverse(saving), m.left, m.right, at)
+        })
+        .collect();
+    order.sort_unstable();
     let mut used = HashSet::new();
-    built.retain(|(m, _)| {
-        let free = !used.contains(&m.left) && !used.contains(&m.right);
-        if free {
-            used.insert(m.left);
-            used.insert(m.right);
-        }
-        free
-    });
+    let mut slots: Vec<Option<MergedPair>> = built.into_iter().map(Some).collect();
+    let built: Vec<MergedPair> = order
+        .into_iter()
+        .filter(|&(_, left, right, _)| {
+            let free = !used.contains(&left) && !used.contains(&right);
+            if free {
+                used.insert(left);
+                used.insert(right);
+            }
+            free
+        })
+        .filter_map(|(.., at)| slots[at].take())
+        .collect();
+    drop(slots);
     // Every body taken is verified, in parallel; one that fails is a bug, and dropped
     // (and counted).
     let chosen = built.len();

@@ -172,8 +172,14 @@ impl Module {
                 found.insert(String::from_utf8_lossy(symbol).into_owned());
             }
         };
+        // `u<namespace>:<index>`: only an empty prefix or one starting with `u` can match a
+        // user name (and formatting thousands of names to find out costs more than the rest
+        // of the scan).
+        let user_names_match = prefix.is_empty() || prefix.starts_with('u');
         for m in self.functions.values() {
-            note(m.name.symbol().as_bytes());
+            if user_names_match || !matches!(m.name, FuncName::User { .. }) {
+                note(m.name.symbol().as_bytes());
+            }
             let names = m.func.dfg.ext_funcs.values().map(|ext| &ext.name);
             let symbols = m.func.global_values.values().filter_map(|gv| match gv {
                 GlobalValueData::Symbol { name, .. } => Some(name),
@@ -182,8 +188,7 @@ impl Module {
             for name in names.chain(symbols) {
                 match name {
                     ExternalName::TestCase(t) => note(t.raw()),
-                    // `u<namespace>:<index>`: only a prefix starting with `u` can match.
-                    ExternalName::User(_) if !prefix.starts_with('u') => {}
+                    ExternalName::User(_) if !user_names_match => {}
                     ExternalName::User(_)
                     | ExternalName::LibCall(_)
                     | ExternalName::KnownSymbol(_) => {
@@ -256,5 +261,75 @@ impl Module {
         refs.addresses.sort_unstable();
         refs.addresses.dedup();
         refs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, UserFuncName};
+    use cranelift_codegen::isa::CallConv;
+    use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+
+    /// A function named `name` that calls `u7:3` and `%clif_merge_x`.
+    fn caller(name: UserFuncName) -> Function {
+        let mut func = Function::with_name_signature(name, Signature::new(CallConv::SystemV));
+        let mut ctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+        let block = b.create_block();
+        b.switch_to_block(block);
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.params
+            .push(AbiParam::new(cranelift_codegen::ir::types::I32));
+        let sig = b.import_signature(sig);
+        let x = b.ins().iconst(cranelift_codegen::ir::types::I32, 1);
+        for callee in [
+            crate::names::FuncName::User {
+                namespace: 7,
+                index: 3,
+            },
+            crate::names::FuncName::TestCase("clif_merge_x".into()),
+        ] {
+            let name = crate::names::external_name(b.func, &callee);
+            let f = b.import_function(cranelift_codegen::ir::ExtFuncData {
+                name,
+                signature: sig,
+                colocated: false,
+                patchable: false,
+            });
+            b.ins().call(f, &[x]);
+        }
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(cranelift_codegen::isa::TargetFrontendConfig {
+            default_call_conv: CallConv::SystemV,
+            pointer_width: target_lexicon::PointerWidth::U64,
+            page_size_align_log2: 12,
+        });
+        func
+    }
+
+    #[test]
+    fn symbols_by_prefix_include_user_names_only_where_they_can_match() {
+        let mut module = Module::with_capacity(2);
+        module
+            .add(caller(UserFuncName::user(0, 1)), Linkage::Local, false)
+            .unwrap();
+        module
+            .add(
+                caller(UserFuncName::testcase("clif_merge_y")),
+                Linkage::Local,
+                false,
+            )
+            .unwrap();
+        let found = |prefix: &str| {
+            let mut v: Vec<String> = module.symbols_starting_with(prefix).into_iter().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(found("clif_merge_"), ["clif_merge_x", "clif_merge_y"]);
+        assert_eq!(found("u0"), ["u0:1"]);
+        assert_eq!(found("u7:"), ["u7:3"]);
+        assert_eq!(found(""), ["clif_merge_x", "clif_merge_y", "u0:1", "u7:3"]);
     }
 }

@@ -82,6 +82,7 @@ use super::module::{FuncIndex, Linkage, Module};
 use super::MergeOptions;
 use crate::detect::encode::Token;
 use crate::detect::fingerprint::linearise;
+use crate::detect::hash::StableState;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::walk::CfgWalk;
 use crate::detect::Permissions;
@@ -353,7 +354,7 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
     // Hole encodings of the representatives that share their hash with another (the hash
     // reads neither constants nor callees; the identical driver's walk computed it), in
     // parallel, gathered in index order.
-    let mut per_hash: HashMap<u64, u32> = HashMap::new();
+    let mut per_hash: HashMap<u64, u32, StableState> = HashMap::default();
     let hashes: Vec<u64> = reps
         .iter()
         .map(|&f| found.hashes[f.as_u32() as usize])
@@ -501,6 +502,7 @@ pub fn merge_similar(
         merge_similar_keeping_replaced(module, target, isa, options, similar);
     // The replaced bodies are many and large: freed on every thread.
     replaced.bodies.into_par_iter().for_each(drop);
+    drop(replaced.by_index);
     (module, report)
 }
 
@@ -511,15 +513,32 @@ pub fn merge_similar(
 /// size reports) without a copy of the whole module made beforehand.
 #[derive(Default)]
 pub struct Replaced {
-    /// By function, in index order.
-    bodies: Vec<(FuncIndex, Function)>,
+    /// The bodies, in the order the pass replaced them.
+    bodies: Vec<Function>,
+    /// Each replaced function and where its body is in `bodies`, in index order (sorting
+    /// these rather than the bodies moves a few bytes per function, not a whole
+    /// `Function` a dozen times).
+    by_index: Vec<(FuncIndex, u32)>,
+}
+
+/// `functions` sorted by index (each at most once), each `Function` moved once rather
+/// than a dozen times by a sort.
+fn in_index_order(functions: Vec<(FuncIndex, Function)>) -> Vec<(FuncIndex, Function)> {
+    let mut order: Vec<(FuncIndex, usize)> = (functions.iter().enumerate())
+        .map(|(at, (f, _))| (*f, at))
+        .collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<(FuncIndex, Function)>> = functions.into_iter().map(Some).collect();
+    (order.into_iter())
+        .filter_map(|(_, at)| slots[at].take())
+        .collect()
 }
 
 impl Replaced {
     /// `f`'s body as read, if merge-similar replaced it.
     pub fn get(&self, f: FuncIndex) -> Option<&Function> {
-        let at = self.bodies.binary_search_by_key(&f, |(g, _)| *g).ok()?;
-        Some(&self.bodies[at].1)
+        let at = self.by_index.binary_search_by_key(&f, |(g, _)| *g).ok()?;
+        Some(&self.bodies[self.by_index[at].1 as usize])
     }
 
     /// `f`'s body as read: the one replaced, or `module`'s (the module merge-similar
@@ -548,7 +567,7 @@ pub fn merge_similar_keeping_replaced(
     similar: &SimilarOptions,
 ) -> (Module, SimilarReport, Replaced) {
     let mut report = SimilarReport::default();
-    let mut replaced: Vec<(FuncIndex, Function)> = Vec::new();
+    let mut replaced = Replaced::default();
     let analysis = analyse(&module, target, options);
     report.over_hole_limit = analysis.over_hole_limit;
     let built_or_not = build_all(&module, target, isa, &analysis);
@@ -640,11 +659,11 @@ pub fn merge_similar_keeping_replaced(
         for m in members {
             let mut func = body.clone();
             func.name = module.get(m).func.name.clone();
-            replaced.push((m, std::mem::replace(&mut module.get_mut(m).func, func)));
+            replaced.push(m, std::mem::replace(&mut module.get_mut(m).func, func));
         }
     }
     if accepted.is_empty() {
-        return (module, report, Replaced::sorted(replaced));
+        return (module, report, replaced.sorted());
     }
 
     // Every member of every class in a group gets the thunk of its representative (equal
@@ -666,7 +685,7 @@ pub fn merge_similar_keeping_replaced(
                 }
                 thunks.push((rep, thunk));
             }
-            thunks.sort_by_key(|(m, _)| *m);
+            let thunks = in_index_order(thunks);
             let members: Vec<String> = thunks
                 .iter()
                 .map(|(m, _)| module.get(*m).name.to_string())
@@ -693,7 +712,7 @@ pub fn merge_similar_keeping_replaced(
         for (m, thunk) in thunks {
             let member = module.get_mut(m);
             member.similar_thunk = true;
-            replaced.push((m, std::mem::replace(&mut member.func, thunk)));
+            replaced.push(m, std::mem::replace(&mut member.func, thunk));
         }
         report.groups.push(group);
         bodies.push(body);
@@ -703,14 +722,26 @@ pub fn merge_similar_keeping_replaced(
             .add(body, Linkage::Local, true)
             .expect("shared body names are fresh");
     }
-    (module, report, Replaced::sorted(replaced))
+    (module, report, replaced.sorted())
 }
 
 impl Replaced {
-    /// From bodies in any order (each function at most once).
-    fn sorted(mut bodies: Vec<(FuncIndex, Function)>) -> Self {
-        bodies.sort_unstable_by_key(|(f, _)| *f);
-        Self { bodies }
+    /// Keep `body`, which `f` had (each function at most once); [`Self::sorted`] when done.
+    fn push(&mut self, f: FuncIndex, body: Function) {
+        self.by_index.push((f, self.bodies.len() as u32));
+        self.bodies.push(body);
+    }
+
+    /// Room for `n` more bodies.
+    fn reserve(&mut self, n: usize) {
+        self.bodies.reserve(n);
+        self.by_index.reserve(n);
+    }
+
+    /// Ready to be looked up.
+    fn sorted(mut self) -> Self {
+        self.by_index.sort_unstable();
+        self
     }
 }
 
@@ -890,7 +921,7 @@ fn hole_limit(target: &TargetInfo, signature: &ir::Signature) -> usize {
 /// order of their first hole. Permissions are never parameters.
 fn parameters(run: &[usize], values: &[Vec<Identity>]) -> Vec<Vec<usize>> {
     let mut params: Vec<Vec<usize>> = Vec::new();
-    let mut by_column: HashMap<Vec<&Identity>, usize> = HashMap::new();
+    let mut by_column: HashMap<Vec<&Identity>, usize, StableState> = HashMap::default();
     let first = &values[run[0]];
     for (i, value) in first.iter().enumerate() {
         if matches!(value, Identity::Flags(_)) || run.iter().all(|&m| values[m][i] == *value) {
