@@ -502,7 +502,6 @@ pub fn merge_similar(
         merge_similar_keeping_replaced(module, target, isa, options, similar);
     // The replaced bodies are many and large: freed on every thread.
     replaced.bodies.into_par_iter().for_each(drop);
-    drop(replaced.by_index);
     (module, report)
 }
 
@@ -519,19 +518,6 @@ pub struct Replaced {
     /// these rather than the bodies moves a few bytes per function, not a whole
     /// `Function` a dozen times).
     by_index: Vec<(FuncIndex, u32)>,
-}
-
-/// `functions` sorted by index (each at most once), each `Function` moved once rather
-/// than a dozen times by a sort.
-fn in_index_order(functions: Vec<(FuncIndex, Function)>) -> Vec<(FuncIndex, Function)> {
-    let mut order: Vec<(FuncIndex, usize)> = (functions.iter().enumerate())
-        .map(|(at, (f, _))| (*f, at))
-        .collect();
-    order.sort_unstable();
-    let mut slots: Vec<Option<(FuncIndex, Function)>> = functions.into_iter().map(Some).collect();
-    (order.into_iter())
-        .filter_map(|(_, at)| slots[at].take())
-        .collect()
 }
 
 impl Replaced {
@@ -743,6 +729,19 @@ impl Replaced {
         self.by_index.sort_unstable();
         self
     }
+}
+
+/// `functions` sorted by index (each at most once), each `Function` moved once rather
+/// than a dozen times by a sort.
+fn in_index_order(functions: Vec<(FuncIndex, Function)>) -> Vec<(FuncIndex, Function)> {
+    let mut order: Vec<(FuncIndex, usize)> = (functions.iter().enumerate())
+        .map(|(at, (f, _))| (*f, at))
+        .collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<(FuncIndex, Function)>> = functions.into_iter().map(Some).collect();
+    (order.into_iter())
+        .filter_map(|(_, at)| slots[at].take())
+        .collect()
 }
 
 /// The functions alignment merging may pair, in index order: the representatives of
