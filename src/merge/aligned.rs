@@ -56,7 +56,7 @@ use rayon::prelude::*;
 
 use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
-use super::similar::CodeFacts;
+use super::similar::{take_in_order, CodeFacts};
 use crate::detect::align::align_blocks;
 use crate::detect::fingerprint::{linearise, Linearised};
 use crate::detect::hash::StableHasher;
@@ -475,20 +475,15 @@ fn one_round(
         .collect();
     order.sort_unstable();
     let mut used = HashSet::new();
-    let mut slots: Vec<Option<MergedPair>> = built.into_iter().map(Some).collect();
-    let built: Vec<MergedPair> = order
-        .into_iter()
-        .filter(|&(_, left, right, _)| {
-            let free = !used.contains(&left) && !used.contains(&right);
-            if free {
-                used.insert(left);
-                used.insert(right);
-            }
-            free
-        })
-        .filter_map(|(.., at)| slots[at].take())
-        .collect();
-    drop(slots);
+    let taken = order.into_iter().filter_map(|(_, left, right, at)| {
+        let free = !used.contains(&left) && !used.contains(&right);
+        if free {
+            used.insert(left);
+            used.insert(right);
+        }
+        free.then_some(at)
+    });
+    let built = take_in_order(built, taken);
     // Every body taken is verified, in parallel; one that fails is a bug, and dropped
     // (and counted).
     let chosen = built.len();

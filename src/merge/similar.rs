@@ -738,9 +738,18 @@ fn in_index_order(functions: Vec<(FuncIndex, Function)>) -> Vec<(FuncIndex, Func
         .map(|(at, (f, _))| (*f, at))
         .collect();
     order.sort_unstable();
-    let mut slots: Vec<Option<(FuncIndex, Function)>> = functions.into_iter().map(Some).collect();
-    (order.into_iter())
-        .filter_map(|(_, at)| slots[at].take())
+    take_in_order(functions, order.into_iter().map(|(_, at)| at))
+}
+
+/// The items of `items` at `positions` (each at most once), in that order, each moved once:
+/// how large items (a `Function` each) are put in an order sorted as small keys.
+pub(super) fn take_in_order<T>(
+    items: Vec<T>,
+    positions: impl IntoIterator<Item = usize>,
+) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    (positions.into_iter())
+        .filter_map(|at| slots[at].take())
         .collect()
 }
 
