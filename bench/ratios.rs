@@ -2,9 +2,10 @@
 //!
 //! The merge stage runs once per process, and its first run pays for memory it touches for
 //! the first time (bench/README §10), which a criterion loop over the library never sees.
-//! So this bench runs the command itself, once per measurement, with `--report`, on re2
-//! (x86_64, `--set preserve_frame_pointers=true --set opt_level=speed -o`, one thread
-//! unless `CLIF_MERGE_RATIO_THREADS` says otherwise). There are four runs: compiling every
+//! So this bench runs the command itself, once per measurement, with `--report`: on re2
+//! unless `CLIF_MERGE_RATIO_CORPUS` names another corpus (`sqlite`, `zstd`); x86_64,
+//! `--set preserve_frame_pointers=true --set opt_level=speed -o`, one thread unless
+//! `CLIF_MERGE_RATIO_THREADS` says otherwise. There are four runs: compiling every
 //! function (`disabled`), identical merging (`aliases`), merge-similar's holes alone, and
 //! merge-similar with alignment merging. The runs alternate, `CLIF_MERGE_RATIO_RUNS` times
 //! (5 by default), so that a slow moment of the machine does not fall on one of them alone.
@@ -63,7 +64,11 @@ impl Timings {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let corpus = if full { "re2" } else { "zstd" };
+    let corpus = match full {
+        true => std::env::var("CLIF_MERGE_RATIO_CORPUS").unwrap_or_else(|_| "re2".into()),
+        false => "zstd".into(),
+    };
+    let corpus = corpus.as_str();
     let Some(dir) = common::corpus_dir(corpus) else {
         eprintln!("skipping the ratios: ../shared/corpus/{corpus} is absent");
         return;
