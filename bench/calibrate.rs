@@ -256,15 +256,8 @@ impl CodeFacts for Facts<'_> {
         self.model.estimate(func)
     }
 
-    fn thunk_size(&self, thunk: &Function) -> u64 {
-        match self.isa.is_frameless_thunk(thunk) {
-            true => CodeFacts::thunk_size(self.isa, thunk),
-            false => self.model.estimate(thunk),
-        }
-    }
-
-    fn is_frameless_thunk(&self, thunk: &Function) -> bool {
-        self.isa.is_frameless_thunk(thunk)
+    fn register_thunk_size(&self, thunk: &Function) -> Option<u64> {
+        self.isa.register_thunk_size(thunk)
     }
 }
 

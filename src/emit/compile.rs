@@ -342,8 +342,8 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
 /// thunk's exactly ([`register_thunk`]), else its code compiled by Cranelift, padded
 /// ([`text_size`]). What [`crate::merge::similar::CodeFacts::thunk_size`] estimates.
 pub fn similar_thunk_size(isa: &dyn TargetIsa, thunk: ir::Function) -> Result<u64, String> {
-    match register_thunk(&thunk, isa) {
-        Some(written) => Ok(written.bytes.len() as u64),
+    match crate::merge::similar::CodeFacts::register_thunk_size(isa, &thunk) {
+        Some(bytes) => Ok(bytes),
         None => text_size(isa, thunk),
     }
 }
@@ -356,15 +356,8 @@ impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
         SizeModel::for_architecture(self.triple().architecture).estimate(func)
     }
 
-    fn thunk_size(&self, thunk: &ir::Function) -> u64 {
-        match register_thunk(thunk, self) {
-            Some(written) => written.bytes.len() as u64,
-            None => self.text_size(thunk),
-        }
-    }
-
-    fn is_frameless_thunk(&self, thunk: &ir::Function) -> bool {
-        register_thunk(thunk, self).is_some()
+    fn register_thunk_size(&self, thunk: &ir::Function) -> Option<u64> {
+        register_thunk(thunk, self).map(|written| written.bytes.len() as u64)
     }
 }
 

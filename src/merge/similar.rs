@@ -203,13 +203,20 @@ pub trait CodeFacts {
     /// weighs them. For a `TargetIsa`: estimated from the IR ([`crate::estimate`]),
     /// without compiling. A pure function of `func` and the target.
     fn text_size(&self, func: &Function) -> u64;
-    /// The bytes `thunk` (a merge-similar thunk) takes in `.text`: exact for a thunk
-    /// emission writes directly as machine code (a register thunk), [`Self::text_size`]
-    /// otherwise.
-    fn thunk_size(&self, thunk: &Function) -> u64;
+    /// The exact bytes of `thunk` (a merge-similar thunk) when emission writes it directly
+    /// as machine code, a frameless jump (a register thunk); `None` when Cranelift
+    /// compiles it.
+    fn register_thunk_size(&self, thunk: &Function) -> Option<u64>;
+    /// The bytes `thunk` (a merge-similar thunk) takes in `.text`: exact for a register
+    /// thunk, [`Self::text_size`] otherwise.
+    fn thunk_size(&self, thunk: &Function) -> u64 {
+        (self.register_thunk_size(thunk)).unwrap_or_else(|| self.text_size(thunk))
+    }
     /// Whether `thunk` (a merge-similar thunk) is written as a frameless jump: it adds no
     /// frame between its caller and the body it jumps to.
-    fn is_frameless_thunk(&self, thunk: &Function) -> bool;
+    fn is_frameless_thunk(&self, thunk: &Function) -> bool {
+        self.register_thunk_size(thunk).is_some()
+    }
 }
 
 /// A hole value's identity for agreement: two calls agree when they reach equal
@@ -542,6 +549,24 @@ impl Replaced {
     pub fn is_empty(&self) -> bool {
         self.bodies.is_empty()
     }
+
+    /// Keep `body`, which `f` had (each function at most once); [`Self::sorted`] when done.
+    fn push(&mut self, f: FuncIndex, body: Function) {
+        self.by_index.push((f, self.bodies.len() as u32));
+        self.bodies.push(body);
+    }
+
+    /// Room for `n` more bodies.
+    fn reserve(&mut self, n: usize) {
+        self.bodies.reserve(n);
+        self.by_index.reserve(n);
+    }
+
+    /// Ready to be looked up.
+    fn sorted(mut self) -> Self {
+        self.by_index.sort_unstable();
+        self
+    }
 }
 
 /// [`merge_similar`], handing back the bodies it replaced instead of freeing them.
@@ -709,26 +734,6 @@ pub fn merge_similar_keeping_replaced(
             .expect("shared body names are fresh");
     }
     (module, report, replaced.sorted())
-}
-
-impl Replaced {
-    /// Keep `body`, which `f` had (each function at most once); [`Self::sorted`] when done.
-    fn push(&mut self, f: FuncIndex, body: Function) {
-        self.by_index.push((f, self.bodies.len() as u32));
-        self.bodies.push(body);
-    }
-
-    /// Room for `n` more bodies.
-    fn reserve(&mut self, n: usize) {
-        self.bodies.reserve(n);
-        self.by_index.reserve(n);
-    }
-
-    /// Ready to be looked up.
-    fn sorted(mut self) -> Self {
-        self.by_index.sort_unstable();
-        self
-    }
 }
 
 /// `functions` sorted by index (each at most once), each `Function` moved once rather
