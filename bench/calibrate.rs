@@ -32,7 +32,7 @@ use clif_merge::emit::build_isa;
 use clif_merge::emit::compile::{similar_thunk_size, text_size};
 use clif_merge::estimate::fit::{self, errors, features_of, Errors, FitOptions, Fitted, Sample};
 use clif_merge::estimate::SizeModel;
-use clif_merge::merge::similar::{aligned_candidates, similar_candidates, CodeFacts};
+use clif_merge::merge::similar::{aligned_candidates, similar_candidates, CodeFacts, WrittenThunk};
 use clif_merge::merge::{FuncIndex, MergeMode, MergeOptions, Module};
 use clif_merge::TargetInfo;
 use cranelift_codegen::ir::Function;
@@ -220,7 +220,7 @@ fn measure_module(
             for (_, t) in &candidate.thunks {
                 let m = measure_thunk(isa, t)?;
                 thunks.push(m.sample.bytes as u64);
-                if !isa.is_frameless_thunk(t) {
+                if isa.written_thunk(t).is_none() {
                     built.push(m);
                 }
             }
@@ -256,8 +256,8 @@ impl CodeFacts for Facts<'_> {
         self.model.estimate(func)
     }
 
-    fn register_thunk_size(&self, thunk: &Function) -> Option<u64> {
-        self.isa.register_thunk_size(thunk)
+    fn written_thunk(&self, thunk: &Function) -> Option<WrittenThunk> {
+        self.isa.written_thunk(thunk)
     }
 }
 

@@ -771,7 +771,7 @@ block0(v0: i64, v1: i64):
             .map(|name| {
                 let f = module.lookup(&FuncName::parse(name).unwrap()).unwrap();
                 let thunk = &module.get(f).func;
-                assert!(isa.is_frameless_thunk(thunk), "{name}");
+                assert!(isa.keeps_the_callers_stack(thunk), "{name}");
                 (name[1..].to_string(), CodeFacts::thunk_size(&*isa, thunk))
             })
             .collect();

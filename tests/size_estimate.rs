@@ -206,7 +206,11 @@ block0(v0: i64, v1: i64):
         let target = TargetInfo::from_triple_str(triple).unwrap();
         let isa = build_isa(&target, &common::settings()).unwrap();
         for thunk in [&functions[1].func, &functions[2].func] {
-            assert!(isa.is_frameless_thunk(thunk), "{triple}: {}", thunk.name);
+            assert!(
+                isa.keeps_the_callers_stack(thunk),
+                "{triple}: {}",
+                thunk.name
+            );
             let emitted = similar_thunk_size(&*isa, thunk.clone()).unwrap();
             assert_eq!(CodeFacts::thunk_size(&*isa, thunk), emitted, "{triple}");
         }

@@ -14,6 +14,10 @@
 //! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
 //!   objects shows an FDE starting at every function whose code sets up a frame; with
 //!   `--set unwind_info=false` there is no `.eh_frame` at all.
+//! - `gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk`: a merge-similar thunk
+//!   that grows its stack argument area moves the stack pointer, so it has an FDE; gdb,
+//!   stepping through one instruction at a time (x86_64), finds the thunk's caller at
+//!   every step.
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame (read back, not run).
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
@@ -926,5 +930,107 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
             );
             check_output(&reference, &got, &format!("aarch64 JIT {name}"));
         }
+    }
+}
+
+/// The exec fixture whose merge-similar thunks grow the stack argument area.
+const GROWN: &str = "fixtures/exec/similar_thunks_that_grow_the_stack_area.clif";
+
+/// A thunk that grows its stack argument area moves the stack pointer (and, on x86_64,
+/// the return address) before it jumps, so the CIE's initial rules stop being true after
+/// its first instruction; its FDE says where the CFA and the return address are from
+/// there on. gdb, stopped at every instruction of `%g_a`'s thunk (x86_64, linked into an
+/// executable), must find its caller `%run_g_a` (or the body merge-similar makes of the
+/// entries) above it each time, then `main`; without the FDE (or with a wrong one) it loses
+/// the caller after the `sub`.
+#[test]
+fn gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk() {
+    if !cfg!(target_arch = "x86_64") || !have("gdb") {
+        eprintln!("skipping: needs an x86_64 host and gdb (Debian: gdb)");
+        return;
+    }
+    let dir = scratch("grown_thunk_gdb");
+    let obj = dir.join("grown.o");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
+    cmd.arg(root().join(GROWN))
+        .args(["--target", "x86_64-unknown-linux-gnu", "-q", "-o"])
+        .arg(&obj)
+        .args(["--merge-functions", "aliases", "--merge-similar"])
+        .args(["--set", "is_pic=false"]);
+    run(&mut cmd);
+    // The thunk grows the area: it starts with `sub $0x30, %rsp`.
+    let disassembly = run(Command::new("objdump").arg("-d").arg(&obj));
+    let thunk: Vec<&str> = disassembly
+        .lines()
+        .skip_while(|l| !l.ends_with("<g_a>:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // An instruction's line has its address, bytes and text; a continuation of long
+        // bytes has no text.
+        .filter(|l| l.split('\t').count() >= 3)
+        .collect();
+    assert!(
+        thunk
+            .first()
+            .is_some_and(|l| l.contains("sub") && l.contains("%rsp")),
+        "g_a is not a thunk that grows its stack area:\n{}",
+        thunk.join("\n")
+    );
+    let main = dir.join("main.c");
+    std::fs::write(
+        &main,
+        "#include <stdint.h>\n#include <stdio.h>\n\
+         extern int64_t run_g_a(int64_t, int64_t, int64_t *);\n\
+         int main(void) {\n\
+         \x20 static int64_t memory[32] = {0, 5};\n\
+         \x20 printf(\"%lld\\n\", (long long)run_g_a(1, 2, memory));\n\
+         \x20 return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("grown");
+    run(Command::new("cc")
+        .args(["-no-pie", "-o"])
+        .arg(&exe)
+        .arg(&main)
+        .arg(&obj));
+    // One stop per instruction of the thunk, its `jmp` included.
+    let mut gdb = Command::new("gdb");
+    gdb.args(["-batch", "-nx", "-ex", "break *g_a", "-ex", "run"]);
+    for _ in 0..thunk.len() {
+        gdb.args(["-ex", "bt", "-ex", "stepi"]);
+    }
+    gdb.arg(&exe);
+    let out = run(&mut gdb);
+    let backtraces: Vec<Vec<&str>> = out
+        .split("\n#0")
+        .skip(1)
+        .map(|bt| {
+            bt.lines()
+                .filter(|l| l.starts_with('#') || l.starts_with(' '))
+                .collect()
+        })
+        .collect();
+    let in_thunk: Vec<&Vec<&str>> = backtraces
+        .iter()
+        .filter(|bt| bt.first().is_some_and(|l| l.contains(" in g_a ")))
+        .collect();
+    assert_eq!(
+        in_thunk.len(),
+        thunk.len(),
+        "a stop per instruction:\n{out}"
+    );
+    for bt in in_thunk {
+        let callers: Vec<&str> = bt.iter().skip(1).copied().collect();
+        assert!(
+            // The entry itself, or the body merge-similar shares between the entries.
+            callers.first().is_some_and(|l| l.contains("run_g_a ()")),
+            "the caller is lost:\n#0{}\n\nall of gdb's output:\n{out}",
+            bt.join("\n")
+        );
+        assert!(
+            callers.iter().any(|l| l.contains(" main ()")),
+            "main is lost:\n#0{}",
+            bt.join("\n")
+        );
     }
 }

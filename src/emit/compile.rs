@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, ExternalName, GlobalValueData, UserExternalName};
-use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::CompiledCode;
 use cranelift_entity::packed_option::ReservedValue;
@@ -25,8 +24,10 @@ use rayon::prelude::*;
 
 use super::clif::redirected;
 use super::thunk::register_thunk;
+use super::unwind::FrameInfo;
 use super::EmitError;
 use crate::estimate::SizeModel;
+use crate::merge::similar::WrittenThunk;
 use crate::merge::{FuncIndex, MergePlan, Module};
 use crate::names::FuncName;
 
@@ -105,9 +106,10 @@ pub struct CompiledBody {
     /// ([`super::reloc::is_call`]): only those may be sent to another body; any other
     /// relocation takes an address, which must stay the name's own.
     pub reloc_is_call: Vec<bool>,
-    /// Cranelift's unwind information for the code (`CompiledCode::create_unwind_info`):
-    /// `None` for thunks written as bytes, which have no frame ([`super::unwind`]).
-    pub unwind: Option<UnwindInfo>,
+    /// The code's unwind information: Cranelift's (`CompiledCode::create_unwind_info`), or
+    /// a written thunk's when it moves its stack pointer; `None` for a written thunk that
+    /// does not ([`super::unwind`]).
+    pub unwind: Option<FrameInfo>,
     /// Everything Cranelift said about the body (traps, call sites and exception
     /// handlers, user stack maps, source locations, at offsets into `bytes`), as
     /// `Context::compile` returns it; `None` for thunks written directly as machine code.
@@ -121,7 +123,7 @@ impl CompiledBody {
         bytes: Vec<u8>,
         alignment: u64,
         relocs: Vec<ModuleReloc>,
-        unwind: Option<UnwindInfo>,
+        unwind: Option<FrameInfo>,
     ) -> Self {
         let arch = isa.triple().architecture;
         let reloc_is_call = relocs
@@ -342,8 +344,8 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
 /// thunk's exactly ([`register_thunk`]), else its code compiled by Cranelift, padded
 /// ([`text_size`]). What [`crate::merge::similar::CodeFacts::thunk_size`] estimates.
 pub fn similar_thunk_size(isa: &dyn TargetIsa, thunk: ir::Function) -> Result<u64, String> {
-    match crate::merge::similar::CodeFacts::register_thunk_size(isa, &thunk) {
-        Some(bytes) => Ok(bytes),
+    match crate::merge::similar::CodeFacts::written_thunk(isa, &thunk) {
+        Some(written) => Ok(written.bytes),
         None => text_size(isa, thunk),
     }
 }
@@ -356,8 +358,11 @@ impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
         SizeModel::for_architecture(self.triple().architecture).estimate(func)
     }
 
-    fn register_thunk_size(&self, thunk: &ir::Function) -> Option<u64> {
-        register_thunk(thunk, self).map(|written| written.bytes.len() as u64)
+    fn written_thunk(&self, thunk: &ir::Function) -> Option<WrittenThunk> {
+        register_thunk(thunk, self).map(|written| WrittenThunk {
+            bytes: written.bytes.len() as u64,
+            moves_stack_pointer: written.moves_stack_pointer(),
+        })
     }
 }
 
@@ -424,12 +429,13 @@ pub(super) fn compile_one(
                 addend,
             });
         }
+        let frame = (!thunk.frame.is_empty()).then_some(FrameInfo::Written(thunk.frame));
         return Ok(CompiledBody::new(
             isa,
             thunk.bytes,
             thunk.alignment,
             relocs,
-            None,
+            frame,
         ));
     }
     let (code, relocs) = with_compiled(isa, func, |ctx| {
@@ -453,7 +459,7 @@ pub(super) fn compile_one(
         code.buffer.data().to_vec(),
         u64::from(code.buffer.alignment),
         relocs,
-        unwind,
+        unwind.map(FrameInfo::Compiled),
     );
     body.code = Some(Arc::new(code));
     Ok(body)

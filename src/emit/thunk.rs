@@ -10,15 +10,21 @@
 //! there), a call followed by a return of its results otherwise.
 //!
 //! Merge-similar's thunks add arguments (constants, function addresses) before jumping.
-//! When all of the target's arguments travel in registers, such a CLIF thunk (marked as
-//! merge-similar's, [`crate::merge::ModuleFunction::similar_thunk`], and of the shape
-//! [`shape`] finds) is written directly ([`register_thunk`]), with no frame, by the encoder
-//! of its ISA:
+//! Such a CLIF thunk (marked as merge-similar's,
+//! [`crate::merge::ModuleFunction::similar_thunk`], and of the shape [`shape`] finds) is
+//! written directly ([`register_thunk`]), with no frame, by the encoder of its ISA:
 //! - x86_64 (System V and `tail`): a `mov` per added argument into its register, then the
 //!   same `jmp`;
 //! - aarch64 (AAPCS64 and `tail`, whose integers start at x2): `movz`/`movn`/`movk` per
 //!   constant, a function address as Cranelift loads it (GOT with PIC, `adrp` + `add` or
 //!   a literal without), then `b`.
+//!
+//! An added argument past the registers is stored to its stack slot. Where the body's
+//! stack arguments take more room than the thunk's own, the `tail` convention (whose
+//! callee pops its stack arguments) lets the thunk grow the area below its own before
+//! the jump, as Cranelift grows it for a `return_call` ([`layout`]); such a thunk moves
+//! its stack pointer, so it has an FDE ([`RegisterThunk::frame`]). System V's caller pops
+//! what it pushed: there the added arguments must fit in registers or the area's padding.
 //!
 //! A thunk without a frame is what lets merge-similar put a body that reads its return
 //! address or frame pointer behind it (the frame rule of [`crate::merge::similar`]), and it
@@ -32,12 +38,13 @@ use cranelift_codegen::ir::{self, InstBuilder};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
-use target_lexicon::Architecture;
+use target_lexicon::{Architecture, OperatingSystem};
 
 use crate::merge::{FuncIndex, Module};
 use crate::names::{external_name, user_func_name, FuncName};
 
 pub mod aarch64;
+pub mod layout;
 pub mod shape;
 pub mod x86_64;
 
@@ -163,8 +170,9 @@ pub fn clif_thunk(
 
 /// A thunk that passes its own arguments on unchanged, adds constant and function-address
 /// arguments after them and tail-calls the target, written directly as machine code: each
-/// added argument is loaded into its argument register, then a jump. Merge-similar's
-/// thunks have this shape; compiled by Cranelift they would also set up a frame.
+/// added argument is loaded into its argument register (or stored to its stack slot), then
+/// a jump. Merge-similar's thunks have this shape; compiled by Cranelift they would also
+/// set up a frame.
 pub struct RegisterThunk {
     /// The machine code.
     pub bytes: Vec<u8>,
@@ -173,21 +181,36 @@ pub struct RegisterThunk {
     pub alignment: u64,
     /// Relocations: offset, kind, the `FuncRef` named, addend.
     pub relocs: Vec<(u32, Reloc, ir::FuncRef, i64)>,
+    /// How the CFA and the return address move from the CIE's initial rules, at offsets
+    /// into the code: empty unless the thunk grows its stack argument area
+    /// ([`layout::Placement::grow`]), the only time its stack pointer moves.
+    pub frame: Vec<(u32, gimli::write::CallFrameInstruction)>,
 }
 
-/// `func` as a [`RegisterThunk`] for `isa` when it has that shape ([`shape`]) and every
-/// argument of the target travels in a register (x86_64: System V or `tail`; aarch64:
-/// AAPCS64 or `tail`); `None` otherwise (Cranelift compiles it). `is_pic` chooses how
+impl RegisterThunk {
+    /// Whether the thunk moves its stack pointer (it grows the stack argument area).
+    pub fn moves_stack_pointer(&self) -> bool {
+        !self.frame.is_empty()
+    }
+}
+
+/// `func` as a [`RegisterThunk`] for `isa` when it has that shape ([`shape`]) and its
+/// arguments can be placed without a frame ([`layout::Placement::of`]; x86_64: System V or
+/// `tail`; aarch64: AAPCS64 or `tail`); `None` otherwise (Cranelift compiles it). `is_pic` chooses how
 /// function addresses are loaded, as Cranelift does: through the GOT, or PC-relative or
 /// absolute without PIC.
 pub fn register_thunk(func: &ir::Function, isa: &dyn TargetIsa) -> Option<RegisterThunk> {
     let is_pic = isa.flags().is_pic();
+    // A thunk that grows its stack area has an FDE (`.eh_frame`); Windows' `.pdata` form
+    // of one is not written, so there it is left to Cranelift.
+    let may_grow = isa.triple().operating_system != OperatingSystem::Windows;
     match isa.triple().architecture {
-        Architecture::X86_64 => x86_64::encode(&shape::of(func)?, is_pic),
+        Architecture::X86_64 => x86_64::encode(&shape::of(func)?, is_pic, may_grow),
         Architecture::Aarch64(_) => aarch64::encode(
             &shape::of(func)?,
             is_pic,
             isa.is_branch_protection_enabled(),
+            may_grow,
         ),
         _ => None,
     }

@@ -48,22 +48,27 @@
 //! (empty, hence wrong) unwind information then, so the setting is checked here.
 //!
 //! **Thunks that are a single jump have no FDE** (`jmp rel32` on x86_64, `b imm26` on
-//! aarch64, and merge-similar's register thunks, moves followed by `jmp` or `b`, written
-//! as bytes by [`super::thunk`]): they make no call and do not touch the stack pointer, so
-//! no return address ever points into one. A synchronous unwinder (a C++ `throw`, a Rust
-//! panic) only looks up FDEs for return addresses of active calls and for its own frames;
-//! when a call goes through a thunk, the thunk's jump has replaced it by the body before
-//! anything can throw, and the body returns straight to the thunk's caller, whose return
-//! address and FDE are the ones the unwinder finds. The `tests/unwind.rs` harness throws through thunks of
-//! every kind without an FDE for them. What a missing FDE does cost is asynchronous
-//! precision: libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no
-//! FDE for (after trying the signal-frame fallback, which recognises only the kernel's
-//! signal trampoline), so a profiler or a signal handler that samples the stack exactly
-//! while the PC is on a thunk's instructions sees the stack end there. The CIE's initial
-//! rules (x86_64: CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return
-//! address in `x30`) are exact at every instruction of such a thunk, so an empty FDE would
-//! fix that if it is ever wanted. CLIF thunks (a call and a return, or a `tail` thunk that
-//! sets up a frame) are compiled by Cranelift and have their FDE.
+//! aarch64, and merge-similar's register thunks that keep the stack pointer where it is,
+//! moves followed by `jmp` or `b`, written as bytes by [`super::thunk`]): they make no
+//! call and do not touch the stack pointer, so no return address ever points into one. A
+//! synchronous unwinder (a C++ `throw`, a Rust panic) only looks up FDEs for return
+//! addresses of active calls and for its own frames; when a call goes through a thunk, the
+//! thunk's jump has replaced it by the body before anything can throw, and the body
+//! returns straight to the thunk's caller, whose return address and FDE are the ones the
+//! unwinder finds. The `tests/unwind.rs` harness throws through thunks of every kind
+//! without an FDE for them. What a missing FDE does cost is asynchronous precision:
+//! libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no FDE for
+//! (after trying the signal-frame fallback, which recognises only the kernel's signal
+//! trampoline), so a profiler or a signal handler that samples the stack exactly while the
+//! PC is on a thunk's instructions sees the stack end there. The CIE's initial rules
+//! (x86_64: CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return address in
+//! `x30`) are exact at every instruction of such a thunk, so an empty FDE would fix that
+//! if it is ever wanted. A register thunk that grows its stack argument area does move
+//! the stack pointer (and on x86_64 the return address), so the CIE's rules are wrong after
+//! its first instruction: it has an FDE of the rules it moves through
+//! ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with gdb at every
+//! instruction (x86_64). CLIF thunks (a call and a return, or a `tail` thunk that sets up
+//! a frame) are compiled by Cranelift and have their FDE.
 
 use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::TargetIsa;
@@ -102,7 +107,17 @@ pub struct Frames {
     /// never registered with this process's unwinder.
     host_code: bool,
     /// Each defined function with frame information: its id, its code's length, its info.
-    entries: Vec<(FuncId, u32, UnwindInfo)>,
+    entries: Vec<(FuncId, u32, FrameInfo)>,
+}
+
+/// A defined function's frame information.
+#[derive(Clone, Debug)]
+pub enum FrameInfo {
+    /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`).
+    Compiled(UnwindInfo),
+    /// The rules a thunk written as bytes moves through, at offsets into its code, from
+    /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
+    Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
 }
 
 impl Frames {
@@ -132,7 +147,7 @@ impl Frames {
     }
 
     /// Record the unwind information of the function defined as `id`, `len` bytes long.
-    pub fn add(&mut self, id: FuncId, len: usize, info: Option<&UnwindInfo>) {
+    pub fn add(&mut self, id: FuncId, len: usize, info: Option<&FrameInfo>) {
         if let (true, Some(info)) = (self.enabled, info) {
             self.entries.push((id, len as u32, info.clone()));
         }
@@ -143,24 +158,41 @@ impl Frames {
         self.entries.iter().map(|(id, _, _)| *id)
     }
 
-    fn system_v(
-        &self,
-    ) -> impl Iterator<Item = (FuncId, &cranelift_codegen::isa::unwind::systemv::UnwindInfo)> {
-        self.entries.iter().filter_map(|(id, _, info)| match info {
-            UnwindInfo::SystemV(s) => Some((*id, s)),
-            _ => None,
-        })
+    /// The entries an `.eh_frame` describes: Cranelift's System V information, and the
+    /// written thunks'.
+    fn system_v(&self) -> impl Iterator<Item = (FuncId, u32, SystemV<'_>)> {
+        self.entries
+            .iter()
+            .filter_map(|(id, len, info)| match info {
+                FrameInfo::Compiled(UnwindInfo::SystemV(s)) => {
+                    Some((*id, *len, SystemV::Compiled(s)))
+                }
+                FrameInfo::Written(rules) => Some((*id, *len, SystemV::Written(rules))),
+                FrameInfo::Compiled(_) => None,
+            })
     }
 
-    /// The FDE of a function at `address` whose unwind information is `info`.
+    /// The FDE of a function at `address`, `len` bytes long, whose unwind information is
+    /// `info`.
     fn fde(
         &self,
-        info: &cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+        info: SystemV<'_>,
         address: Address,
+        len: u32,
     ) -> Result<FrameDescriptionEntry, EmitError> {
-        match (self.signs_return_addresses, &self.cie) {
-            (true, Some(cie)) => negate_ra_state_form(cie, info, address, self.endian()),
-            _ => Ok(info.to_fde(address)),
+        match (info, self.signs_return_addresses, &self.cie) {
+            (SystemV::Compiled(info), true, Some(cie)) => {
+                negate_ra_state_form(cie, info, address, self.endian())
+            }
+            (SystemV::Compiled(info), _, _) => Ok(info.to_fde(address)),
+            // A written thunk never signs its return address: no state to say.
+            (SystemV::Written(rules), _, _) => {
+                let mut fde = FrameDescriptionEntry::new(address, len);
+                for (offset, rule) in rules {
+                    fde.add_instruction(*offset, rule.clone());
+                }
+                Ok(fde)
+            }
         }
     }
 
@@ -211,14 +243,14 @@ impl Frames {
         let cie_id: CieId = table.add_cie(cie);
         // gimli's symbol numbers are indices into `targets`: (section symbol, offset).
         let mut targets: Vec<(SymbolId, i64)> = Vec::new();
-        for (id, info) in self.system_v() {
+        for (id, len, info) in self.system_v() {
             let (section_symbol, offset) = section_relative(object, symbol_of(id))?;
             let address = Address::Symbol {
                 symbol: targets.len(),
                 addend: 0,
             };
             targets.push((section_symbol, offset));
-            table.add_fde(cie_id, self.fde(info, address)?);
+            table.add_fde(cie_id, self.fde(info, address, len)?);
         }
         let mut eh_frame = EhFrame(Section {
             writer: EndianVec::new(self.endian()),
@@ -279,7 +311,7 @@ impl Frames {
             .entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                UnwindInfo::WindowsX64(w) => Some((*id, *len, w)),
+                FrameInfo::Compiled(UnwindInfo::WindowsX64(w)) => Some((*id, *len, w)),
                 _ => None,
             })
             .collect();
@@ -338,9 +370,9 @@ impl Frames {
         // Absolute addresses (the CIE's default encoding): the code does not move.
         let mut table = FrameTable::default();
         let cie_id = table.add_cie(cie);
-        for (id, info) in self.system_v() {
+        for (id, len, info) in self.system_v() {
             let address = Address::Constant(address_of(id) as u64);
-            table.add_fde(cie_id, self.fde(info, address)?);
+            table.add_fde(cie_id, self.fde(info, address, len)?);
         }
         let mut eh_frame = EhFrame(EndianVec::new(self.endian()));
         table
@@ -386,6 +418,13 @@ impl Frames {
         frames.register(bytes.len());
         Ok(frames)
     }
+}
+
+/// An entry of the `.eh_frame`, borrowed ([`Frames::system_v`]).
+#[derive(Clone, Copy)]
+enum SystemV<'a> {
+    Compiled(&'a cranelift_codegen::isa::unwind::systemv::UnwindInfo),
+    Written(&'a [(u32, gimli::write::CallFrameInstruction)]),
 }
 
 fn is_aarch64(isa: &dyn TargetIsa) -> bool {

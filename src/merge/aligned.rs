@@ -29,8 +29,8 @@
 //!    ([`build::build_body`]): the *same blocks* variant — every block pairs, with equal
 //!    parameter types, and paired terminators merge; inside blocks instructions may
 //!    differ or exist on one side only. Anything else is declined.
-//! 3. **Frames.** A member that reads its frame is merged only when both thunks are
-//!    frameless jumps, as in merge-similar.
+//! 3. **Frames.** A member that reads its frame is merged only when both thunks keep the
+//!    caller's stack, as in merge-similar.
 //! 4. **Cost.** A pair is kept when the body and both thunks take fewer `.text` bytes
 //!    than the two members by [`CodeFacts::text_size`] (the calibrated IR estimate);
 //!    nothing is compiled.
@@ -373,10 +373,10 @@ pub fn try_pair(
             thunk(right, &signature, &values(r, 0)).ok_or(Declined::Thunk)?,
         ),
     ];
-    // A member that reads its frame runs behind frameless thunks only.
+    // A member that reads its frame runs behind thunks that keep the caller's stack only.
     let reads_frame =
         module.get(left).observes_its_frame() || module.get(right).observes_its_frame();
-    if reads_frame && !thunks.iter().all(|(_, t)| isa.is_frameless_thunk(t)) {
+    if reads_frame && !thunks.iter().all(|(_, t)| isa.keeps_the_callers_stack(t)) {
         return Err(Declined::FrameReader);
     }
     let thunk_bytes: u64 = thunks.iter().map(|(_, t)| isa.thunk_size(t)).sum();

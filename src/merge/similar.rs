@@ -31,10 +31,13 @@
 //!    their alias regions are numbered) gets no shared body and no thunk: every member
 //!    takes the body itself, and the identical merger folds them as equal functions.
 //! 4. **Frames.** A member that reads its return address, frame pointer or stack pointer
-//!    is merged only when every thunk of its group is a frameless jump (a register thunk,
-//!    on x86_64 and aarch64): a thunk that calls the body and returns would stand between
-//!    the body and its caller, and the body would see the thunk's frame. The report counts
-//!    the groups this rule keeps apart.
+//!    is merged only when every thunk of its group keeps the caller's stack
+//!    ([`CodeFacts::keeps_the_callers_stack`]: a register thunk, on x86_64 and aarch64,
+//!    whose added values all travel in registers or in stack slots the caller gave): a
+//!    thunk that calls the body and returns would stand between the body and its caller,
+//!    and the body would see the thunk's frame; one that grows the stack argument area
+//!    moves the body's frame down by what it adds. The report counts the groups this rule
+//!    keeps apart.
 //! 5. **Branch protection.** With aarch64's `use_bti`, a group is not merged when its
 //!    body tail-calls through a register where the members tail-called directly (a callee
 //!    hole in a `return_call`): Cranelift's `return_call_indirect` is a `br` through any
@@ -203,20 +206,36 @@ pub trait CodeFacts {
     /// weighs them. For a `TargetIsa`: estimated from the IR ([`crate::estimate`]),
     /// without compiling. A pure function of `func` and the target.
     fn text_size(&self, func: &Function) -> u64;
-    /// The exact bytes of `thunk` (a merge-similar thunk) when emission writes it directly
-    /// as machine code, a frameless jump (a register thunk); `None` when Cranelift
-    /// compiles it.
-    fn register_thunk_size(&self, thunk: &Function) -> Option<u64>;
-    /// The bytes `thunk` (a merge-similar thunk) takes in `.text`: exact for a register
+    /// `thunk` (a merge-similar thunk) as emission writes it directly as machine code, a
+    /// jump after moving the added values into place; `None` when Cranelift compiles it.
+    fn written_thunk(&self, thunk: &Function) -> Option<WrittenThunk>;
+    /// The bytes `thunk` (a merge-similar thunk) takes in `.text`: exact for a written
     /// thunk, [`Self::text_size`] otherwise.
     fn thunk_size(&self, thunk: &Function) -> u64 {
-        (self.register_thunk_size(thunk)).unwrap_or_else(|| self.text_size(thunk))
+        match self.written_thunk(thunk) {
+            Some(written) => written.bytes,
+            None => self.text_size(thunk),
+        }
     }
-    /// Whether `thunk` (a merge-similar thunk) is written as a frameless jump: it adds no
-    /// frame between its caller and the body it jumps to.
-    fn is_frameless_thunk(&self, thunk: &Function) -> bool {
-        self.register_thunk_size(thunk).is_some()
+    /// Whether the body behind `thunk` (a merge-similar thunk) sees the stack exactly as
+    /// the thunk's caller left it: a written thunk that adds no frame and does not grow
+    /// the stack argument area, so a body that reads its frame pointer, stack pointer or
+    /// return address reads what the member it replaces would have.
+    fn keeps_the_callers_stack(&self, thunk: &Function) -> bool {
+        self.written_thunk(thunk)
+            .is_some_and(|written| !written.moves_stack_pointer)
     }
+}
+
+/// What [`CodeFacts::written_thunk`] tells of a thunk written as machine code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrittenThunk {
+    /// Its exact bytes in `.text`.
+    pub bytes: u64,
+    /// It moves the stack pointer before its jump: it grows the stack argument area for
+    /// values that travel on the stack. No frame, but the body's frame sits lower than
+    /// the member's would.
+    pub moves_stack_pointer: bool,
 }
 
 /// A hole value's identity for agreement: two calls agree when they reach equal
@@ -474,14 +493,15 @@ fn build_all(
         .map(|c| {
             let built = build(module, target, config, tail_calls, &analysis.holes, c)
                 .ok_or(NotBuilt::Unbuildable)?;
-            // A body that reads its frame runs behind frameless thunks only (a jump after
-            // loading registers): a thunk that calls would be the body's caller.
+            // A body that reads its frame runs behind thunks that keep the caller's stack
+            // only (a jump after loading registers): a thunk that calls would be the
+            // body's caller, one that grows the stack area would move the body's frame.
             let reads_frame = c
                 .members
                 .iter()
                 .any(|&m| module.get(m).observes_its_frame());
-            let frameless = |t: &Function| isa.is_frameless_thunk(t);
-            if reads_frame && !built.thunks.iter().all(|(_, t)| frameless(t)) {
+            let keeps = |t: &Function| isa.keeps_the_callers_stack(t);
+            if reads_frame && !built.thunks.iter().all(|(_, t)| keeps(t)) {
                 return Err(NotBuilt::FrameReaderBehindFramedThunk);
             }
             let members = c.members.iter().map(|&m| &module.get(m).func);

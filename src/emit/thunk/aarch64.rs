@@ -1,11 +1,17 @@
-//! Register thunks on aarch64: each added value moved into its argument register, then
-//! `b` to the body, with no frame.
+//! Register thunks on aarch64: each added value moved into its argument register (or
+//! stored to its stack slot), then `b` to the body, with no frame.
 //!
 //! Which registers carry arguments (cranelift-codegen 0.135.8, `isa/aarch64/abi.rs`,
 //! `compute_arg_locs`): in AAPCS64 (`system_v`) integers go in x0–x7, floats and vectors
 //! in v0–v7, each class counted on its own; Cranelift's `tail` convention keeps x0 for a
 //! return area and x1 for indirect callees, so its integers go in x2–x7 and its floats in
-//! v0–v7. A thunk whose arguments do not all fit is left to Cranelift.
+//! v0–v7. What does not fit goes on the stack ([`super::layout`]): an added value bound
+//! there is written into x16 and stored to its slot, at `sp` plus its offset. When the
+//! body's stack area is larger than the thunk's (`tail` only,
+//! [`super::layout::Placement::grow`]), the thunk first moves `sp` down by the difference
+//! (`sub sp, sp, #grow`) and copies its own stack arguments down with it through x16,
+//! lowest first; the return address stays in x30. Its FDE says the CFA is `sp` + `grow`
+//! from there on ([`super::RegisterThunk::frame`]).
 //!
 //! How each value is written:
 //! - a constant: the shortest `movz`/`movn` then `movk` sequence, one instruction per
@@ -20,7 +26,8 @@
 //!   address (`Abs8`);
 //! - the jump: `b body` with `Arm64Call` (R_AARCH64_CALL26), as Cranelift writes a
 //!   `return_call` to a colocated function; the linker (or cranelift-jit's veneer) reaches
-//!   a body beyond ±128 MiB through x16, which no argument uses. A callee that is not
+//!   a body beyond ±128 MiB through x16, which no argument uses (the thunk is done with
+//!   x16 by then). A callee that is not
 //!   colocated is left to Cranelift (it would load the address and branch to a register).
 //!
 //! cranelift-object writes all these relocations for ELF and Mach-O, and cranelift-jit
@@ -32,81 +39,39 @@ use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::CallConv;
 
-use super::shape::{argument_kind, Added, ArgumentKind, Shape};
+use gimli::write::CallFrameInstruction;
+
+use super::layout::{Location, Placement, Registers};
+use super::shape::{Added, Shape};
 use super::{RegisterThunk, BTI_C};
 
-/// Where an argument travels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Location {
-    /// General-purpose register xN.
-    Integer(u8),
-    /// A SIMD and floating-point register.
-    Vector,
-}
-
-/// Argument registers per calling convention: the first integer register, and how many
-/// of each class carry arguments.
-struct ArgumentRegisters {
-    first_integer: u8,
-    integers: u8,
-    vectors: u8,
-}
-
-impl ArgumentRegisters {
-    /// AAPCS64 (`system_v`) and Cranelift's `tail`; `None` for the others.
-    fn of(call_conv: CallConv) -> Option<Self> {
-        match call_conv {
-            CallConv::SystemV => Some(Self {
-                first_integer: 0,
-                integers: 8,
-                vectors: 8,
-            }),
-            CallConv::Tail => Some(Self {
-                first_integer: 2,
-                integers: 6,
-                vectors: 8,
-            }),
-            CallConv::Fast
-            | CallConv::WindowsFastcall
-            | CallConv::AppleAarch64
-            | CallConv::Probestack
-            | CallConv::Winch
-            | CallConv::PreserveAll => None,
-        }
-    }
-}
-
-/// Where each of `sig`'s parameters travels; `None` when one would go on the stack, or
-/// is of a kind this encoder does not place (extended, special purposes, 128-bit
-/// integers, half and quad floats, vectors other than 64 and 128 bits).
-fn locations(sig: &ir::Signature) -> Option<Vec<Location>> {
-    let registers = ArgumentRegisters::of(sig.call_conv)?;
-    let (mut integers, mut vectors) = (0u8, 0u8);
-    let mut out = Vec::with_capacity(sig.params.len());
-    for p in &sig.params {
-        match argument_kind(p)? {
-            ArgumentKind::Integer => {
-                if integers >= registers.integers {
-                    return None;
-                }
-                out.push(Location::Integer(registers.first_integer + integers));
-                integers += 1;
-            }
-            ArgumentKind::FloatOrVector(ty)
-                if ty == ir::types::F32
-                    || ty == ir::types::F64
-                    || (ty.is_vector() && matches!(ty.bits(), 64 | 128)) =>
-            {
-                if vectors >= registers.vectors {
-                    return None;
-                }
-                out.push(Location::Vector);
-                vectors += 1;
-            }
-            ArgumentKind::FloatOrVector(_) => return None,
-        }
-    }
-    Some(out)
+/// AAPCS64's (`system_v`) and Cranelift's `tail` argument registers: the first integer
+/// register, and the counts; floats and vectors of 32, 64 and 128 bits in v0–v7. `None`
+/// for the other conventions.
+fn registers(call_conv: CallConv) -> Option<(u8, Registers)> {
+    let takes_vector: fn(ir::Type) -> bool = |ty| {
+        ty == ir::types::F32
+            || ty == ir::types::F64
+            || (ty.is_vector() && matches!(ty.bits(), 64 | 128))
+    };
+    let (first_integer, integers) = match call_conv {
+        CallConv::SystemV => (0, 8),
+        CallConv::Tail => (2, 6),
+        CallConv::Fast
+        | CallConv::WindowsFastcall
+        | CallConv::AppleAarch64
+        | CallConv::Probestack
+        | CallConv::Winch
+        | CallConv::PreserveAll => return None,
+    };
+    Some((
+        first_integer,
+        Registers {
+            integers,
+            vectors: 8,
+            takes_vector,
+        },
+    ))
 }
 
 /// `movz`, `movn` and `movk` (move wide immediate), 32-bit forms; `SIXTY_FOUR` selects
@@ -127,6 +92,19 @@ const LDR_LITERAL_8: u32 = 0x5800_0040;
 const B_OVER_LITERAL: u32 = 0x1400_0003;
 /// `b 0` (the offset from the relocation).
 const B: u32 = 0x1400_0000;
+/// `sub sp, sp, #0` (64-bit, immediate; the amount in bits 10–21).
+const SUB_SP: u32 = 0xD100_03FF;
+/// `str xN, [xN, #0]` without its registers (unsigned offset, 64-bit).
+const STR_X: u32 = 0xF900_0000;
+/// The scratch register: x16 (IP0), which no convention passes an argument in.
+const SCRATCH: u8 = 16;
+/// `sp` as a base register.
+const SP: u32 = 31;
+
+/// `ldr` or `str` (`op`) of `SCRATCH` at `sp` + `offset` (a multiple of 8).
+fn scratch_at_stack(op: u32, offset: u32) -> u32 {
+    op | ((offset / 8) << 10) | (SP << 5) | u32::from(SCRATCH)
+}
 
 /// One move-wide instruction: `op` into `rd`, `imm16` shifted left by 16 × `half`.
 fn move_wide(op: u32, sixty_four: bool, rd: u8, imm16: u16, half: u32) -> u32 {
@@ -162,22 +140,41 @@ pub(super) fn move_constant(rd: u8, value: u64, sixty_four: bool) -> Vec<u32> {
     words
 }
 
-/// `shape` written for aarch64, or `None` when an argument would not travel in a
-/// register or the body is not colocated.
-pub fn encode(shape: &Shape, is_pic: bool, branch_protection: bool) -> Option<RegisterThunk> {
+/// `shape` written for aarch64, or `None` when the thunk would need a frame
+/// ([`Placement::of`]; the stack area may grow only when `may_grow`), an added value would
+/// go in a vector register, or the body is not colocated.
+pub fn encode(
+    shape: &Shape,
+    is_pic: bool,
+    branch_protection: bool,
+    may_grow: bool,
+) -> Option<RegisterThunk> {
     if !shape.callee_colocated {
         return None;
     }
-    let locations = locations(shape.signature)?;
+    let (first_integer, registers) = registers(shape.signature.call_conv)?;
+    let placement = Placement::of(shape, &registers, may_grow)?;
     let mut words: Vec<u32> = Vec::new();
     let mut relocs = Vec::new();
+    let mut frame = Vec::new();
     let offset = |words: &Vec<u32>| 4 * words.len() as u32;
     if branch_protection {
         words.push(BTI_C);
     }
+    if placement.grow > 0 {
+        let grow = placement.grow;
+        words.push(SUB_SP | (grow << 10));
+        frame.push((offset(&words), CallFrameInstruction::CfaOffset(grow as i32)));
+        for word in 0..placement.own_area / 8 {
+            words.push(scratch_at_stack(LDR_X, grow + 8 * word));
+            words.push(scratch_at_stack(STR_X, 8 * word));
+        }
+    }
     for (i, &added) in shape.added.iter().enumerate() {
-        let Location::Integer(rd) = locations[shape.own + i] else {
-            return None;
+        let (rd, slot) = match placement.locations[shape.own + i] {
+            Location::Integer(n) => (first_integer + n, None),
+            Location::Stack(at) => (SCRATCH, Some(at)),
+            Location::Vector => return None,
         };
         match added {
             Added::Constant { ty, .. } => {
@@ -206,6 +203,9 @@ pub fn encode(shape: &Shape, is_pic: bool, branch_protection: bool) -> Option<Re
                 }
             }
         }
+        if let Some(at) = slot {
+            words.push(scratch_at_stack(STR_X, at));
+        }
     }
     relocs.push((offset(&words), Reloc::Arm64Call, shape.callee, 0));
     words.push(B);
@@ -213,6 +213,7 @@ pub fn encode(shape: &Shape, is_pic: bool, branch_protection: bool) -> Option<Re
         bytes: words.iter().flat_map(|w| w.to_le_bytes()).collect(),
         alignment: 4,
         relocs,
+        frame,
     })
 }
 
@@ -543,9 +544,11 @@ block0(v0: i64, v1: i64):
         assert_eq!(lines.len(), 9);
     }
 
-    /// Left to Cranelift: an argument beyond the registers (a ninth integer in AAPCS64,
-    /// a seventh in `tail`, a ninth float), a body that is not colocated, extended or
-    /// 128-bit parameters, other conventions.
+    /// Left to Cranelift: an added argument beyond the registers in AAPCS64 (a ninth
+    /// integer: the caller pops the stack area, which the thunk cannot grow), a body that
+    /// is not colocated, extended or 128-bit parameters, other conventions. Written: an
+    /// added argument past the registers in `tail` (a seventh integer), and own arguments
+    /// on the stack (a ninth float) when the added ones take registers.
     #[test]
     fn what_does_not_fit_the_registers_is_left_to_cranelift() {
         let isa = isa(&[]);
@@ -578,7 +581,7 @@ block0({}):
         assert!(!declined(&thunk(&ints(7), "i64", "system_v", "colocated")));
         assert!(declined(&thunk(&ints(8), "i64", "system_v", "colocated")));
         assert!(!declined(&thunk(&ints(5), "i64", "tail", "colocated")));
-        assert!(declined(&thunk(&ints(6), "i64", "tail", "colocated")));
+        assert!(!declined(&thunk(&ints(6), "i64", "tail", "colocated")));
         let eight_floats = format!("i64, {}", floats(8));
         assert!(!declined(&thunk(
             &eight_floats,
@@ -587,12 +590,18 @@ block0({}):
             "colocated"
         )));
         let nine_floats = format!("i64, {}", floats(9));
-        assert!(declined(&thunk(
+        assert!(!declined(&thunk(
             &nine_floats,
             "i64",
             "system_v",
             "colocated"
         )));
+        // In AAPCS64, an added integer past the registers fits in the padding of an own
+        // stack area of one word, not of two.
+        let padded = format!("{}, {}", ints(8), floats(9));
+        assert!(!declined(&thunk(&padded, "i64", "system_v", "colocated")));
+        let full = format!("{}, {}", ints(8), floats(10));
+        assert!(declined(&thunk(&full, "i64", "system_v", "colocated")));
         assert!(declined(&thunk("i64", "i64", "system_v", "")));
         assert!(declined(&thunk("i64 uext", "i64", "system_v", "colocated")));
         assert!(declined(&thunk("i64", "i64 sext", "system_v", "colocated")));
