@@ -559,9 +559,9 @@ block0(v0: i64, v1: i64):
     sig0 = ({params}, {body_params}) -> i64 {conv}
     fn0 = {colocated} %body sig0
 block0({}):
-    v100 = iconst.i64 1
-    v101 = call fn0({}, v100)
-    return v101
+    v100000 = iconst.i64 1
+    v100001 = call fn0({}, v100000)
+    return v100001
 }}",
                 params
                     .split(", ")
@@ -582,6 +582,9 @@ block0({}):
         assert!(declined(&thunk(&ints(8), "i64", "system_v", "colocated")));
         assert!(!declined(&thunk(&ints(5), "i64", "tail", "colocated")));
         assert!(!declined(&thunk(&ints(6), "i64", "tail", "colocated")));
+        // The largest stack area handled: 4,080 bytes (510 words past x2..x7), not 4,096.
+        assert!(!declined(&thunk(&ints(515), "i64", "tail", "colocated")));
+        assert!(declined(&thunk(&ints(516), "i64", "tail", "colocated")));
         let eight_floats = format!("i64, {}", floats(8));
         assert!(!declined(&thunk(
             &eight_floats,

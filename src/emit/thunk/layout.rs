@@ -49,9 +49,10 @@ pub struct Registers {
     pub takes_vector: fn(ir::Type) -> bool,
 }
 
-/// How far a thunk may grow its stack argument area: what one `sub` with a 12-bit
-/// immediate reaches on aarch64, far beyond any signature seen in practice.
-pub const MOST_GROWN: u32 = 4080;
+/// The largest stack argument area a written thunk handles: what one `sub` with a 12-bit
+/// immediate reaches on aarch64 (and every slot in it one `ldr`/`str` offset away), far
+/// beyond any signature seen in practice.
+pub const LARGEST_AREA: u32 = 4080;
 
 /// Where a thunk's body finds each argument, and how the thunk makes it so.
 pub struct Placement {
@@ -97,15 +98,15 @@ impl Placement {
     /// The placement of `shape`'s arguments with `registers`, or `None` when the thunk
     /// cannot be written without a frame: an argument of a kind it does not pass, a
     /// convention whose callee does not pop its stack arguments when the area must grow,
-    /// or an area that would grow by more than [`MOST_GROWN`]. Growing is asked for only
-    /// where the target's unwind information can say so (`may_grow`).
+    /// or a body's area larger than [`LARGEST_AREA`]. Growing is asked for only where the
+    /// target's unwind information can say so (`may_grow`).
     pub fn of(shape: &Shape, registers: &Registers, may_grow: bool) -> Option<Placement> {
         let params = &shape.signature.params;
         let (_, own_area) = locations(&params[..shape.own], registers)?;
         let (locations, area) = locations(params, registers)?;
         let grow = area - own_area;
         let pops_its_arguments = shape.signature.call_conv == CallConv::Tail;
-        if grow > 0 && !(may_grow && pops_its_arguments && grow <= MOST_GROWN) {
+        if area > LARGEST_AREA || (grow > 0 && !(may_grow && pops_its_arguments)) {
             return None;
         }
         Some(Placement {
