@@ -212,8 +212,20 @@ fn configurations_for(arch: &Arch) -> Vec<(String, Vec<&'static str>)> {
 
 /// Compile the fixture with clif-merge into `out`.
 fn clif_merge(triple: &str, pic: bool, args: &[&str], extra: &[&str], out: &Path) {
+    clif_merge_fixture(FIXTURE, triple, pic, args, extra, out);
+}
+
+/// Compile `fixture` (a path from the repository's root) with clif-merge into `out`.
+fn clif_merge_fixture(
+    fixture: &str,
+    triple: &str,
+    pic: bool,
+    args: &[&str],
+    extra: &[&str],
+    out: &Path,
+) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
-    cmd.arg(root().join(FIXTURE))
+    cmd.arg(root().join(fixture))
         .args(["--target", triple, "-q", "-o"])
         .arg(out)
         .args(args)
@@ -951,13 +963,15 @@ fn gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk() {
     }
     let dir = scratch("grown_thunk_gdb");
     let obj = dir.join("grown.o");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clif-merge"));
-    cmd.arg(root().join(GROWN))
-        .args(["--target", "x86_64-unknown-linux-gnu", "-q", "-o"])
-        .arg(&obj)
-        .args(["--merge-functions", "aliases", "--merge-similar"])
-        .args(["--set", "is_pic=false"]);
-    run(&mut cmd);
+    let similar = ["--merge-functions", "aliases", "--merge-similar"];
+    clif_merge_fixture(
+        GROWN,
+        "x86_64-unknown-linux-gnu",
+        false,
+        &similar,
+        &[],
+        &obj,
+    );
     // The thunk grows the area: it starts with `sub $0x30, %rsp`.
     let disassembly = run(Command::new("objdump").arg("-d").arg(&obj));
     let thunk: Vec<&str> = disassembly
