@@ -10,7 +10,11 @@
 //!   unwind information, `std::terminate`). x86_64 always; aarch64 when
 //!   `aarch64-linux-gnu-g++` and `qemu-aarch64` are installed, where every merging
 //!   configuration also runs with pointer authentication (A key; B key in every function),
-//!   whose signed return addresses the unwinder must authenticate with the right key.
+//!   whose signed return addresses the unwinder must authenticate with the right key, or,
+//!   for `tail` functions (signed with a zero modifier), read with the signature stripped.
+//!   In every merge-similar configuration `%grow_a` must be a thunk that grows the stack
+//!   argument area, so the exception crosses a body whose frame lies below its caller's
+//!   stack pointer.
 //! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
 //!   objects shows an FDE starting at every function whose code sets up a frame; with
 //!   `--set unwind_info=false` there is no `.eh_frame` at all.
@@ -333,6 +337,16 @@ fn cxx_exceptions_cross_merged_code() {
                 let context = format!("{} {link}, {config}", arch.triple);
                 let obj = dir.join(format!("m{i}-{pic}.o"));
                 clif_merge(arch.triple, pic, args, &[], &obj);
+                // The exception must cross a body behind a thunk that grew the stack
+                // argument area (merge-similar's thunks are written as machine code with
+                // and without `--clif-thunks`); a change that left %grow_* framed or
+                // apart would otherwise pass unnoticed.
+                assert_eq!(
+                    starts_by_growing_the_stack(&obj, "grow_a", arch.triple),
+                    args.contains(&"--merge-similar"),
+                    "{context}: %grow_a should be a thunk that grows the stack area exactly \
+                     under merge-similar"
+                );
                 let exe = dir.join(format!("run{i}-{pic}"));
                 if pic {
                     let lib = dir.join(format!("libm{i}.so"));
@@ -368,6 +382,28 @@ fn cxx_exceptions_cross_merged_code() {
                 check_output(reference, &got, &context);
             }
         }
+    }
+}
+
+/// Whether the function `name` of the object `obj` begins by moving the stack pointer down
+/// (`sub rsp, imm` on x86_64, `sub sp, sp, #imm` on aarch64), as a thunk that grows the
+/// stack argument area does; a function with a frame begins by saving its frame pointer.
+fn starts_by_growing_the_stack(obj: &Path, name: &str, triple: &str) -> bool {
+    let bytes = std::fs::read(obj).unwrap();
+    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(name) && s.is_definition())
+        .unwrap_or_else(|| panic!("{}: no {name}", obj.display()));
+    let text = file.section_by_name(".text").unwrap().data().unwrap();
+    let code = &text[sym.address() as usize..];
+    if triple.starts_with("x86_64") {
+        // REX.W 83 /5 ib or REX.W 81 /5 id, with rsp as the operand.
+        code.starts_with(&[0x48, 0x83, 0xec]) || code.starts_with(&[0x48, 0x81, 0xec])
+    } else {
+        let word = u32::from_le_bytes(code[..4].try_into().unwrap());
+        // SUB (immediate), 64-bit, Rd = Rn = sp.
+        word & 0xff80_03ff == 0xd100_03ff
     }
 }
 
@@ -478,8 +514,17 @@ fn every_function_with_a_frame_has_an_fde() {
         );
         assert!(
             frames.contains("DW_CFA_AARCH64_negate_ra_state")
-                && !frames.contains("DW_CFA_val_expression"),
+                && !frames.contains("DW_CFA_val_expression: r34"),
             "aarch64 {key}: signed return addresses not marked by the toggle:\n{frames}"
+        );
+        // `tail` functions (%grow_*'s shared body) sign with a zero modifier, which no
+        // toggle can say: their return address is read with its signature stripped.
+        assert!(
+            frames.contains(
+                "DW_CFA_val_expression: r30 (x30) (DW_OP_consts: -8; DW_OP_plus; DW_OP_deref; \
+                 DW_OP_constu: 281474976710655; DW_OP_and)"
+            ),
+            "aarch64 {key}: no stripped return address for the `tail` functions:\n{frames}"
         );
     }
 }
@@ -758,9 +803,11 @@ fn panic_crosses_jit_frames() {
 
 /// Whether the FDEs of `eh_frame` (little-endian, as the aarch64 JIT writes it) toggle the
 /// return-address signing state with `DW_CFA_AARCH64_negate_ra_state`, and whether any
-/// uses `DW_CFA_val_expression`, which libgcc before GCC 13 reads as a stray bit of the
-/// expression's address (whether an exception crosses a signed frame then depends on
-/// where the table lies in memory: a run alone cannot tell).
+/// sets that state (`RA_SIGN_STATE`, register 34) with `DW_CFA_val_expression`, which
+/// libgcc before GCC 13 reads as a stray bit of the expression's address (whether an
+/// exception crosses a signed frame then depends on where the table lies in memory: a run
+/// alone cannot tell). The stripped return address of `tail` functions is a
+/// `DW_CFA_val_expression` of x30, which does not count.
 fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
     use gimli::{
         BaseAddresses, CallFrameInstruction, CieOrFde, EhFrame, LittleEndian, UnwindSection,
@@ -799,7 +846,10 @@ fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
         while let Some(instruction) = instructions.next().expect("the FDE's instructions read") {
             match instruction {
                 CallFrameInstruction::NegateRaState => negate = true,
-                CallFrameInstruction::ValExpression { .. } => val_expression = true,
+                CallFrameInstruction::ValExpression {
+                    register: gimli::Register(34),
+                    ..
+                } => val_expression = true,
                 _ => {}
             }
         }
@@ -862,7 +912,8 @@ fn aarch64_jit_output(
     assert_eq!(
         ra_state_forms(&eh_frame),
         (signs, false),
-        "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression) in the JIT's .eh_frame"
+        "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of RA_SIGN_STATE) \
+         in the JIT's .eh_frame"
     );
     let addresses: BTreeMap<String, usize> = entries()
         .into_iter()

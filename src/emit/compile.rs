@@ -438,6 +438,7 @@ pub(super) fn compile_one(
             frame,
         ));
     }
+    let call_conv = func.signature.call_conv;
     let (code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
         // `FunctionOffset` relocations name "no function" (the reserved id, which no
@@ -459,7 +460,7 @@ pub(super) fn compile_one(
         code.buffer.data().to_vec(),
         u64::from(code.buffer.alignment),
         relocs,
-        unwind.map(FrameInfo::Compiled),
+        unwind.map(|info| FrameInfo::Compiled(info, call_conv)),
     );
     body.code = Some(Arc::new(code));
     Ok(body)

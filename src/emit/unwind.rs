@@ -39,9 +39,11 @@
 //! `DW_CFA_val_expression`, which libgcc before GCC 13 (Debian 12's) does not read, so an
 //! exception crossing a signed frame crashed there. Each change of that state is written as
 //! the toggle every unwinder reads, `DW_CFA_AARCH64_negate_ra_state`, as GCC and LLVM write
-//! it (`negate_ra_state_form`). With the B key (`sign_return_address_with_bkey`) the CIE
+//! it (`fde_every_unwinder_reads`). With the B key (`sign_return_address_with_bkey`) the CIE
 //! carries the `B` augmentation, so the unwinder authenticates with that key
-//! (`mark_b_key`); Cranelift 0.135.8 itself panics when asked for that CIE.
+//! (`mark_b_key`); Cranelift 0.135.8 itself panics when asked for that CIE. `tail`
+//! functions sign with a zero modifier, which no DWARF state can say: their FDEs read the
+//! return address with its signature stripped instead (`stripped_x30`).
 //!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
@@ -71,7 +73,7 @@
 //! a frame) are compiled by Cranelift and have their FDE.
 
 use cranelift_codegen::isa::unwind::UnwindInfo;
-use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_module::FuncId;
 use cranelift_object::object::write::{
     Object, Relocation as ObjectRelocation, SectionId, StandardSection, SymbolId, SymbolSection,
@@ -97,7 +99,7 @@ pub struct Frames {
     /// with the `B` augmentation.
     b_key: bool,
     /// Return addresses may be signed (aarch64's `sign_return_address`): FDEs say where
-    /// with `DW_CFA_AARCH64_negate_ra_state` ([`negate_ra_state_form`]).
+    /// with `DW_CFA_AARCH64_negate_ra_state` ([`fde_every_unwinder_reads`]).
     signs_return_addresses: bool,
     /// Little-endian target.
     little_endian: bool,
@@ -113,8 +115,10 @@ pub struct Frames {
 /// A defined function's frame information.
 #[derive(Clone, Debug)]
 pub enum FrameInfo {
-    /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`).
-    Compiled(UnwindInfo),
+    /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`), with the
+    /// function's calling convention: on aarch64 it decides what a signed return address
+    /// is signed with ([`fde_every_unwinder_reads`]).
+    Compiled(UnwindInfo, CallConv),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
     Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
@@ -164,11 +168,11 @@ impl Frames {
         self.entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                FrameInfo::Compiled(UnwindInfo::SystemV(s)) => {
-                    Some((*id, *len, SystemV::Compiled(s)))
+                FrameInfo::Compiled(UnwindInfo::SystemV(s), call_conv) => {
+                    Some((*id, *len, SystemV::Compiled(s, *call_conv)))
                 }
                 FrameInfo::Written(rules) => Some((*id, *len, SystemV::Written(rules))),
-                FrameInfo::Compiled(_) => None,
+                FrameInfo::Compiled(..) => None,
             })
     }
 
@@ -181,10 +185,10 @@ impl Frames {
         len: u32,
     ) -> Result<FrameDescriptionEntry, EmitError> {
         match (info, self.signs_return_addresses, &self.cie) {
-            (SystemV::Compiled(info), true, Some(cie)) => {
-                negate_ra_state_form(cie, info, address, self.endian())
+            (SystemV::Compiled(info, call_conv), true, Some(cie)) => {
+                fde_every_unwinder_reads(cie, info, call_conv, address, self.endian())
             }
-            (SystemV::Compiled(info), _, _) => Ok(info.to_fde(address)),
+            (SystemV::Compiled(info, _), _, _) => Ok(info.to_fde(address)),
             // A written thunk never signs its return address: no state to say.
             (SystemV::Written(rules), _, _) => {
                 let mut fde = FrameDescriptionEntry::new(address, len);
@@ -311,7 +315,7 @@ impl Frames {
             .entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                FrameInfo::Compiled(UnwindInfo::WindowsX64(w)) => Some((*id, *len, w)),
+                FrameInfo::Compiled(UnwindInfo::WindowsX64(w), _) => Some((*id, *len, w)),
                 _ => None,
             })
             .collect();
@@ -423,7 +427,10 @@ impl Frames {
 /// An entry of the `.eh_frame`, borrowed ([`Frames::system_v`]).
 #[derive(Clone, Copy)]
 enum SystemV<'a> {
-    Compiled(&'a cranelift_codegen::isa::unwind::systemv::UnwindInfo),
+    Compiled(
+        &'a cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+        CallConv,
+    ),
     Written(&'a [(u32, gimli::write::CallFrameInstruction)]),
 }
 
@@ -459,11 +466,25 @@ const RA_SIGN_STATE: gimli::Register = gimli::Register(34);
 /// ABI allows but libgcc before GCC 13 ignores: it reads only the toggle
 /// `DW_CFA_AARCH64_negate_ra_state` (what GCC and LLVM write), so it took a signed return
 /// address for a plain one and an exception crossing such a frame crashed. Here each change
-/// of the state becomes that toggle; every other instruction is kept. The FDE is written
-/// with `cie`, read back (gimli's writer keeps its instructions to itself) and rebuilt.
-fn negate_ra_state_form(
+/// of the state becomes that toggle; every other instruction is kept.
+///
+/// **`tail` functions** are signed differently: Cranelift signs their return address with
+/// a zero modifier (`paciaz`, `pacibz`), since a tail call may leave with another stack
+/// pointer than the function entered with. DWARF can only say "signed with the CFA as
+/// modifier", which every unwinder then authenticates with; for such a frame the
+/// authentication fails and the exception crashes (Cranelift's own unwind information
+/// has the same fault). So for a `tail` function no state is said at all, and while its
+/// return address is signed, its rule (`x30` where it is, or where it was saved) becomes
+/// a `DW_CFA_val_expression` that strips the signature instead ([`stripped_x30`]): the
+/// unwinder reads a plain address and does not authenticate it (the function itself
+/// still authenticates before it returns).
+///
+/// The FDE is written with `cie`, read back (gimli's writer keeps its instructions to
+/// itself) and rebuilt.
+fn fde_every_unwinder_reads(
     cie: &CommonInformationEntry,
     info: &cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+    call_conv: CallConv,
     address: Address,
     endian: gimli::RunTimeEndian,
 ) -> Result<FrameDescriptionEntry, EmitError> {
@@ -497,10 +518,12 @@ fn negate_ra_state_form(
         fde.cie().code_alignment_factor() as u32,
         fde.cie().data_alignment_factor(),
     );
+    let zero_modifier = call_conv == CallConv::Tail;
     let mut out = FrameDescriptionEntry::new(address, fde.len() as u32);
     let mut offset = 0u32;
-    // The signing state, and those `DW_CFA_remember_state` saved.
-    let (mut signed, mut remembered) = (false, Vec::new());
+    // The signing state and where x30 is (`None`: in its register; else saved at that
+    // offset from the CFA), and those `DW_CFA_remember_state` saved.
+    let (mut state, mut remembered) = (RaState::default(), Vec::new());
     let mut instructions = fde.instructions(&section, &bases);
     while let Some(instruction) = instructions.next().map_err(|e| fail(e.to_string()))? {
         let converted = match instruction {
@@ -519,22 +542,18 @@ fn negate_ra_state_form(
                     [op] if *op == gimli::DW_OP_lit0.0 => false,
                     other => return Err(fail(format!("RA_SIGN_STATE set to {other:x?}"))),
                 };
-                if now == signed {
+                if now == state.signed {
                     continue;
                 }
-                signed = now;
-                Write::NegateRaState
+                state.change_to(now, zero_modifier)
             }
-            Read::NegateRaState => {
-                signed = !signed;
-                Write::NegateRaState
-            }
+            Read::NegateRaState => state.change_to(!state.signed, zero_modifier),
             Read::RememberState => {
-                remembered.push(signed);
+                remembered.push(state);
                 Write::RememberState
             }
             Read::RestoreState => {
-                signed = remembered
+                state = remembered
                     .pop()
                     .ok_or_else(|| fail("a restore without a remember".to_string()))?;
                 Write::RestoreState
@@ -545,7 +564,26 @@ fn negate_ra_state_form(
             Read::Offset {
                 register,
                 factored_offset,
-            } => Write::Offset(register, (factored_offset as i64 * data_factor) as i32),
+            } => {
+                let at = factored_offset as i64 * data_factor;
+                if register != X30 {
+                    Write::Offset(register, at as i32)
+                } else {
+                    state.x30_saved_at = Some(at);
+                    match zero_modifier && state.signed {
+                        true => stripped_x30(Some(at)),
+                        false => Write::Offset(register, at as i32),
+                    }
+                }
+            }
+            Read::Restore { register } | Read::SameValue { register } if register == X30 => {
+                state.x30_saved_at = None;
+                match (zero_modifier && state.signed, instruction) {
+                    (true, _) => stripped_x30(None),
+                    (false, Read::Restore { .. }) => Write::Restore(register),
+                    (false, _) => Write::SameValue(register),
+                }
+            }
             Read::Restore { register } => Write::Restore(register),
             Read::SameValue { register } => Write::SameValue(register),
             Read::Undefined { register } => Write::Undefined(register),
@@ -570,6 +608,59 @@ fn negate_ra_state_form(
         out.add_instruction(offset, converted);
     }
     Ok(out)
+}
+
+/// aarch64's link register, which holds the return address.
+const X30: gimli::Register = gimli::Register(30);
+
+/// The bits of a user-space address on aarch64 Linux: a process's addresses are below
+/// 2^48 unless it asks for more (even with 52-bit address spaces), and a pointer's
+/// signature lives above its address bits. Where the kernel gives processes fewer address
+/// bits (39 on many Android kernels) part of the signature stays below this mask, and an
+/// unwinder crossing a signed `tail` frame still fails there.
+const USER_ADDRESS_MASK: u64 = (1 << 48) - 1;
+
+/// Where the unwinder is, reading an FDE: whether the return address is signed, and where
+/// x30 is.
+#[derive(Clone, Copy, Debug, Default)]
+struct RaState {
+    signed: bool,
+    /// x30's offset from the CFA once it is saved; `None` while it is in its register.
+    x30_saved_at: Option<i64>,
+}
+
+impl RaState {
+    /// The instruction that says the return address is now signed (`now`) or not: the
+    /// toggle, or with a zero modifier x30's rule as it now reads.
+    fn change_to(&mut self, now: bool, zero_modifier: bool) -> gimli::write::CallFrameInstruction {
+        use gimli::write::CallFrameInstruction as Write;
+        self.signed = now;
+        match (zero_modifier, now, self.x30_saved_at) {
+            (false, _, _) => Write::NegateRaState,
+            (true, true, at) => stripped_x30(at),
+            (true, false, Some(at)) => Write::Offset(X30, at as i32),
+            (true, false, None) => Write::SameValue(X30),
+        }
+    }
+}
+
+/// The rule for x30 in a frame whose return address is signed with a zero modifier: its
+/// value (in its register, or loaded from `saved_at` bytes off the CFA, which the
+/// unwinder pushes before evaluating) with the signature's bits cleared.
+fn stripped_x30(saved_at: Option<i64>) -> gimli::write::CallFrameInstruction {
+    use gimli::write::Expression;
+    let mut expression = Expression::new();
+    match saved_at {
+        Some(at) => {
+            expression.op_consts(at);
+            expression.op(gimli::DW_OP_plus);
+            expression.op_deref();
+        }
+        None => expression.op_breg(X30, 0),
+    }
+    expression.op_constu(USER_ADDRESS_MASK);
+    expression.op(gimli::DW_OP_and);
+    gimli::write::CallFrameInstruction::ValExpression(X30, expression)
 }
 
 /// The CIE of an ISA that signs return addresses with the B key. Cranelift 0.135.8 does not
