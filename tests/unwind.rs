@@ -20,8 +20,9 @@
 //!   `--set unwind_info=false` there is no `.eh_frame` at all.
 //! - `gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk`: a merge-similar thunk
 //!   that grows its stack argument area moves the stack pointer, so it has an FDE; gdb,
-//!   stepping through one instruction at a time (x86_64), finds the thunk's caller at
-//!   every step.
+//!   stepping through one instruction at a time, sees the same CFA and finds the thunk's
+//!   caller at every step (x86_64 natively; aarch64 with `gdb-multiarch` under
+//!   `qemu-aarch64 -g`).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame (read back, not run).
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
@@ -1002,29 +1003,77 @@ const GROWN: &str = "fixtures/exec/similar_thunks_that_grow_the_stack_area.clif"
 /// A thunk that grows its stack argument area moves the stack pointer (and, on x86_64,
 /// the return address) before it jumps, so the CIE's initial rules stop being true after
 /// its first instruction; its FDE says where the CFA and the return address are from
-/// there on. gdb, stopped at every instruction of `%g_a`'s thunk (x86_64, linked into an
-/// executable), must find its caller `%run_g_a` (or the body merge-similar makes of the
-/// entries) above it each time, then `main`; without the FDE (or with a wrong one) it loses
-/// the caller after the `sub`.
+/// there on. gdb, stopped at every instruction of `%g_a`'s thunk (linked into an
+/// executable), must see the same frame at each stop: the same CFA as at the thunk's entry
+/// (where the CIE's rules hold), its caller `%run_g_a` (or the body merge-similar makes of
+/// the entries) above it, then `main`.
+///
+/// - x86_64: gdb runs the executable. Without the FDE gdb loses the caller after the
+///   `sub`; with a CFA offset 16 bytes off, the CFA moves.
+/// - aarch64: `gdb-multiarch` debugs it under `qemu-aarch64 -g`. The return address stays
+///   in x30 and the caller has a frame pointer, so a wrong rule shows in the CFA only (a CFA
+///   offset 16 bytes off moved it; the test then fails). Without any FDE gdb's own prologue
+///   analysis reads the `sub` right, so there gdb cannot tell a missing FDE; an unwinder
+///   without a prologue analyser (libgcc) would stop at the thunk.
 #[test]
 fn gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk() {
-    if !cfg!(target_arch = "x86_64") || !have("gdb") {
-        eprintln!("skipping: needs an x86_64 host and gdb (Debian: gdb)");
-        return;
+    let mut ran = 0;
+    if cfg!(target_arch = "x86_64") && have("gdb") {
+        gdb_steps_through_a_grown_thunk(&GdbTarget::X86_64);
+        ran += 1;
+    } else {
+        eprintln!("skipping x86_64: needs an x86_64 host and gdb (Debian: gdb)");
     }
-    let dir = scratch("grown_thunk_gdb");
+    if have("gdb-multiarch") && have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") {
+        gdb_steps_through_a_grown_thunk(&GdbTarget::Aarch64);
+        ran += 1;
+    } else {
+        eprintln!(
+            "skipping aarch64: needs gdb-multiarch, qemu-aarch64 and aarch64-linux-gnu-gcc \
+             (Debian: gdb-multiarch, qemu-user, gcc-aarch64-linux-gnu)"
+        );
+    }
+    if ran == 0 {
+        eprintln!("skipping: no target could be debugged");
+    }
+}
+
+/// Where [`gdb_steps_through_a_grown_thunk`] builds and debugs.
+enum GdbTarget {
+    /// Natively, with `gdb`.
+    X86_64,
+    /// Under `qemu-aarch64 -g`, with `gdb-multiarch`.
+    Aarch64,
+}
+
+impl GdbTarget {
+    fn triple(&self) -> &'static str {
+        match self {
+            GdbTarget::X86_64 => "x86_64-unknown-linux-gnu",
+            GdbTarget::Aarch64 => "aarch64-unknown-linux-gnu",
+        }
+    }
+
+    /// Whether a disassembled line is the `sub` that grows the stack area.
+    fn grows(&self, line: &str) -> bool {
+        match self {
+            GdbTarget::X86_64 => line.contains("sub") && line.contains("%rsp"),
+            GdbTarget::Aarch64 => line.contains("sub\tsp, sp, #"),
+        }
+    }
+}
+
+fn gdb_steps_through_a_grown_thunk(target: &GdbTarget) {
+    let triple = target.triple();
+    let dir = scratch(&format!("grown_thunk_gdb-{triple}"));
     let obj = dir.join("grown.o");
     let similar = ["--merge-functions", "aliases", "--merge-similar"];
-    clif_merge_fixture(
-        GROWN,
-        "x86_64-unknown-linux-gnu",
-        false,
-        &similar,
-        &[],
-        &obj,
-    );
-    // The thunk grows the area: it starts with `sub $0x30, %rsp`.
-    let disassembly = run(Command::new("objdump").arg("-d").arg(&obj));
+    clif_merge_fixture(GROWN, triple, false, &similar, &[], &obj);
+    let (objdump, cc) = match target {
+        GdbTarget::X86_64 => ("objdump", "cc"),
+        GdbTarget::Aarch64 => ("aarch64-linux-gnu-objdump", "aarch64-linux-gnu-gcc"),
+    };
+    let disassembly = run(Command::new(objdump).arg("-d").arg(&obj));
     let thunk: Vec<&str> = disassembly
         .lines()
         .skip_while(|l| !l.ends_with("<g_a>:"))
@@ -1035,10 +1084,8 @@ fn gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk() {
         .filter(|l| l.split('\t').count() >= 3)
         .collect();
     assert!(
-        thunk
-            .first()
-            .is_some_and(|l| l.contains("sub") && l.contains("%rsp")),
-        "g_a is not a thunk that grows its stack area:\n{}",
+        thunk.first().is_some_and(|l| target.grows(l)),
+        "{triple}: g_a is not a thunk that grows its stack area:\n{}",
         thunk.join("\n")
     );
     let main = dir.join("main.c");
@@ -1053,48 +1100,93 @@ fn gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk() {
     )
     .unwrap();
     let exe = dir.join("grown");
-    run(Command::new("cc")
-        .args(["-no-pie", "-o"])
+    // Static on aarch64, so that gdb needs no sysroot for the emulated process.
+    let link: &[&str] = match target {
+        GdbTarget::X86_64 => &["-no-pie"],
+        GdbTarget::Aarch64 => &["-no-pie", "-static"],
+    };
+    run(Command::new(cc)
+        .args(link)
+        .arg("-o")
         .arg(&exe)
         .arg(&main)
         .arg(&obj));
-    // One stop per instruction of the thunk, its `jmp` included.
-    let mut gdb = Command::new("gdb");
-    gdb.args(["-batch", "-nx", "-ex", "break *g_a", "-ex", "run"]);
+    let (mut gdb, mut emulator) = match target {
+        GdbTarget::X86_64 => {
+            let mut gdb = Command::new("gdb");
+            gdb.args(["-batch", "-nx", "-ex", "break *g_a", "-ex", "run"]);
+            (gdb, None)
+        }
+        GdbTarget::Aarch64 => {
+            // A free port for qemu's gdb stub; gdb retries until it listens.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let qemu = Command::new("qemu-aarch64")
+                .args(["-g", &port.to_string()])
+                .arg(&exe)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut gdb = Command::new("gdb-multiarch");
+            gdb.args(["-batch", "-nx", "-ex", "set tcp connect-timeout 30"]);
+            gdb.args(["-ex", &format!("target remote 127.0.0.1:{port}")]);
+            gdb.args(["-ex", "break *g_a", "-ex", "continue"]);
+            (gdb, Some(qemu))
+        }
+    };
+    // One stop per instruction of the thunk, its jump included.
     for _ in 0..thunk.len() {
-        gdb.args(["-ex", "bt", "-ex", "stepi"]);
+        gdb.args(["-ex", "info frame", "-ex", "bt", "-ex", "stepi"]);
     }
     gdb.arg(&exe);
-    let out = run(&mut gdb);
-    let backtraces: Vec<Vec<&str>> = out
-        .split("\n#0")
+    let out = gdb.output();
+    if let Some(qemu) = emulator.as_mut() {
+        let _ = qemu.kill();
+        let _ = qemu.wait();
+    }
+    let out = out.unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each stop: `Stack level 0, frame at CFA:`, the frame's lines, then the backtrace.
+    let stops: Vec<(&str, Vec<&str>)> = out
+        .split("Stack level 0, frame at ")
         .skip(1)
-        .map(|bt| {
-            bt.lines()
-                .filter(|l| l.starts_with('#') || l.starts_with(' '))
-                .collect()
+        .map(|stop| {
+            let cfa = stop.split(':').next().unwrap_or("");
+            let backtrace = stop.lines().filter(|l| l.starts_with('#')).collect();
+            (cfa, backtrace)
         })
-        .collect();
-    let in_thunk: Vec<&Vec<&str>> = backtraces
-        .iter()
-        .filter(|bt| bt.first().is_some_and(|l| l.contains(" in g_a ")))
+        .filter(|(_, bt): &(&str, Vec<&str>)| bt.first().is_some_and(|l| l.contains(" in g_a ")))
         .collect();
     assert_eq!(
-        in_thunk.len(),
+        stops.len(),
         thunk.len(),
-        "a stop per instruction:\n{out}"
+        "{triple}: a stop per instruction:\n{out}"
     );
-    for bt in in_thunk {
-        let callers: Vec<&str> = bt.iter().skip(1).copied().collect();
+    let entry_cfa = stops[0].0;
+    for (cfa, bt) in &stops {
+        assert_eq!(
+            *cfa,
+            entry_cfa,
+            "{triple}: the CFA moved inside the thunk:\n{}\n\nall of gdb's output:\n{out}",
+            bt.join("\n")
+        );
+        let callers = &bt[1..];
         assert!(
             // The entry itself, or the body merge-similar shares between the entries.
             callers.first().is_some_and(|l| l.contains("run_g_a ()")),
-            "the caller is lost:\n#0{}\n\nall of gdb's output:\n{out}",
+            "{triple}: the caller is lost:\n{}\n\nall of gdb's output:\n{out}",
             bt.join("\n")
         );
         assert!(
             callers.iter().any(|l| l.contains(" main ()")),
-            "main is lost:\n#0{}",
+            "{triple}: main is lost:\n{}",
             bt.join("\n")
         );
     }
