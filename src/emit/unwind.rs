@@ -117,7 +117,8 @@ pub struct Frames {
 pub enum FrameInfo {
     /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`), with the
     /// function's calling convention: on aarch64 it decides what a signed return address
-    /// is signed with ([`fde_every_unwinder_reads`]).
+    /// is signed with (`tail` functions with a zero modifier, which their FDE must say
+    /// apart).
     Compiled(UnwindInfo, CallConv),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
