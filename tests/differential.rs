@@ -274,7 +274,92 @@ const SHAPE: Shape = Shape {
     twin_helper_families: 3,
     twin_entry_families: 5,
     constant_swap_families: 4,
+    wide_constant_swap_families: 2,
 };
+
+/// The wide constant-swap families reach merge-similar's thunks that grow the stack
+/// argument area, which the runs above would otherwise never build: in the fixed seeds'
+/// modules, built with merge-similar (`aliases`, an object without PIC) for x86_64 and
+/// aarch64, every member of a wide family that merge-similar gave a body with holes starts
+/// by moving the stack pointer down (`sub rsp`, `sub sp, sp`), and most families are such
+/// groups.
+#[test]
+fn wide_constant_swap_families_become_thunks_that_grow_the_stack_area() {
+    use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wide-families");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut families, mut grown) = (0, 0);
+    for seed in 1..=4 {
+        let program = gen::program(seed, SHAPE);
+        let input = dir.join(format!("seed-{seed}.clif"));
+        std::fs::write(&input, &program.clif).unwrap();
+        for arch in [Arch::X86_64, Arch::Aarch64] {
+            let config = Config {
+                arch,
+                output: Output::Executable,
+                mode: Mode::Aliases,
+                similar: true,
+                variant: Variant::Plain,
+            };
+            let object = dir.join(format!("seed-{seed}-{}.o", arch.triple()));
+            let report = dir.join(format!("seed-{seed}-{}.json", arch.triple()));
+            differential_exec::command(
+                std::process::Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+                    .args(differential_exec::clif_merge_args(
+                        &program, config, &input, &object,
+                    ))
+                    .arg("--report")
+                    .arg(&report),
+            )
+            .unwrap();
+            let report: clif_merge::report::Report =
+                serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+            let groups = report.similar.map(|s| s.groups).unwrap_or_default();
+            let bytes = std::fs::read(&object).unwrap();
+            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+            let text = file.section_by_name(".text").unwrap().data().unwrap();
+            let starts_by_growing = |name: &str| {
+                let sym = file
+                    .symbols()
+                    .find(|s| s.name() == Ok(name) && s.is_definition())
+                    .unwrap_or_else(|| panic!("seed {seed}, {arch:?}: no symbol {name}"));
+                let code = &text[sym.address() as usize..];
+                match arch {
+                    Arch::X86_64 => {
+                        code.starts_with(&[0x48, 0x83, 0xec])
+                            || code.starts_with(&[0x48, 0x81, 0xec])
+                    }
+                    Arch::Aarch64 => {
+                        let word = u32::from_le_bytes(code[..4].try_into().unwrap());
+                        word & 0xff80_03ff == 0xd100_03ff
+                    }
+                }
+            };
+            for family in &program.wide_constant_swap_families {
+                families += 1;
+                let grouped = groups.iter().any(|g| {
+                    !g.aligned
+                        && g.holes >= 2
+                        && family.iter().all(|m| g.members.contains(&format!("%{m}")))
+                });
+                if !grouped {
+                    continue;
+                }
+                grown += 1;
+                for member in family {
+                    assert!(
+                        starts_by_growing(member),
+                        "seed {seed}, {arch:?}: {member} is not a thunk that grows the stack area"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        families > 0 && grown * 4 >= families * 3,
+        "{grown} of {families} wide families became thunks that grow the stack area"
+    );
+}
 
 #[test]
 fn merged_builds_behave_as_unmerged_in_every_configuration() {
@@ -544,6 +629,7 @@ fn long_mode() {
         twin_helper_families: 4,
         twin_entry_families: 12,
         constant_swap_families: 6,
+        wide_constant_swap_families: 3,
     };
     let archs = architectures();
     let tally = Tally::default();

@@ -29,7 +29,12 @@
 //! order, or a body that read its parameters in another order, would compute what another
 //! member (or none) computes. Other families rarely give a group two constant holes whose
 //! exchange changes a printed result. [`Program::constant_swap_families`] names their
-//! members, and the harness requires each family to become one body with holes.
+//! members, and the harness requires each family to become one body with holes. The
+//! *wide* ones, again from an RNG of their own and after those, are `tail` helpers with
+//! seven constants (each further one mixed in as `(x * ck) ^ a`, or `b`): with their two
+//! parameters more than the six argument registers of `tail` on x86_64 and aarch64, so
+//! merge-similar's thunks store three constants on the stack, in an area they grow below
+//! their own ([`Program::wide_constant_swap_families`]).
 //!
 //! Last come the *probes*, again from RNGs of their own: one entry per member of every
 //! helper family, which calls it on the entry's first two arguments (narrowed to its
@@ -120,6 +125,10 @@ pub struct Program {
     /// The members of every constant-swap family (helpers that differ only by a
     /// permutation of their constants), which merge-similar must give one body with holes.
     pub constant_swap_families: Vec<Vec<String>>,
+    /// Those of them that are wide (`tail` helpers with more constants than the argument
+    /// registers take), whose members merge-similar makes thunks that grow the stack
+    /// argument area.
+    pub wide_constant_swap_families: Vec<Vec<String>>,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -1482,12 +1491,13 @@ fn helper(
 
 /// A member of a constant-swap family: `ops` operations on its two parameters that every
 /// member shares (the template's, from `seed`), then `((a * c0) + c1) ^ (b * c2)` of its
-/// parameters and `constants`, added to the shared chain's last value.
+/// parameters and the first three `constants`, each further constant `ck` mixed in as
+/// `(x * ck) ^ a` (`b` for even `k`), added to the shared chain's last value.
 fn constant_swap_helper(
     seed: u64,
     name: &str,
     sig: HelperSig,
-    constants: [i64; 3],
+    constants: &[i64],
     ops: usize,
 ) -> String {
     let mut w = Writer::new(seed, Variant::SAME, name, &[], 0);
@@ -1498,15 +1508,39 @@ fn constant_swap_helper(
         pool.push(v);
     }
     let shared = *pool.last().unwrap();
-    let [c0, c1, c2] = constants.map(|c| w.iconst("i64", c));
-    let (ac0, plus, bc2, mixed, result) = (w.value(), w.value(), w.value(), w.value(), w.value());
-    let lines = [
+    let values: Vec<u32> = constants.iter().map(|&c| w.iconst("i64", c)).collect();
+    let [c0, c1, c2] = [values[0], values[1], values[2]];
+    let (ac0, plus, bc2, mut mixed, result) =
+        (w.value(), w.value(), w.value(), w.value(), w.value());
+    let mut lines = vec![
         format!("{} = imul {}, {}", w.v(ac0), w.v(a), w.v(c0)),
         format!("{} = iadd {}, {}", w.v(plus), w.v(ac0), w.v(c1)),
         format!("{} = imul {}, {}", w.v(bc2), w.v(b), w.v(c2)),
         format!("{} = bxor {}, {}", w.v(mixed), w.v(plus), w.v(bc2)),
-        format!("{} = iadd {}, {}", w.v(result), w.v(mixed), w.v(shared)),
     ];
+    for (k, &ck) in values.iter().enumerate().skip(3) {
+        let (product, next) = (w.value(), w.value());
+        let operand = if k % 2 == 1 { a } else { b };
+        lines.push(format!(
+            "{} = imul {}, {}",
+            w.v(product),
+            w.v(mixed),
+            w.v(ck)
+        ));
+        lines.push(format!(
+            "{} = bxor {}, {}",
+            w.v(next),
+            w.v(product),
+            w.v(operand)
+        ));
+        mixed = next;
+    }
+    lines.push(format!(
+        "{} = iadd {}, {}",
+        w.v(result),
+        w.v(mixed),
+        w.v(shared)
+    ));
     for l in lines {
         w.line(&l);
     }
@@ -1517,20 +1551,21 @@ fn constant_swap_helper(
 }
 
 /// Constant-swap helper family number `f` of signature `sig`, its members added to
-/// `module`: two to four, the first the template with constants `c0, c1, c2` (distinct, 3
-/// to 252), each other member another permutation of them.
+/// `module`: two to four, the first the template with `width` constants `c0, c1, ...`
+/// (distinct, 3 to 252), each other member another permutation of them.
 fn constant_swap_family(
     rng: &mut Rng,
     f: usize,
     sig: HelperSig,
+    width: usize,
     module: &mut ModuleText,
 ) -> HelperFamily {
     // Not preemptible: merge-similar leaves those to their definitions.
     let linkage = rng.pick(&["l", "d", "x"]);
     let template_seed = rng.next_u64();
     let ops = 6 + rng.below(6);
-    let mut constants = [0i64; 3];
-    for k in 0..3 {
+    let mut constants = vec![0i64; width];
+    for k in 0..width {
         constants[k] = loop {
             let c = 3 + rng.below(250) as i64;
             if !constants[..k].contains(&c) {
@@ -1547,9 +1582,20 @@ fn constant_swap_family(
         [2, 0, 1],
     ];
     let n = 2 + rng.below(3);
-    let mut orders = vec![PERMUTATIONS[0]];
+    let mut orders: Vec<Vec<usize>> = vec![(0..width).collect()];
     while orders.len() < n {
-        let p = rng.pick(&PERMUTATIONS[1..]);
+        // Three constants take the permutations of a table (as they always have, so that
+        // a seed's module does not change); more, a shuffle.
+        let p = match width {
+            3 => rng.pick(&PERMUTATIONS[1..]).to_vec(),
+            _ => {
+                let mut p: Vec<usize> = (0..width).collect();
+                for i in (1..width).rev() {
+                    p.swap(i, rng.below(i + 1));
+                }
+                p
+            }
+        };
         if !orders.contains(&p) {
             orders.push(p);
         }
@@ -1559,13 +1605,16 @@ fn constant_swap_family(
         .iter()
         .zip(&names)
         .map(|(order, name)| {
-            let text =
-                constant_swap_helper(template_seed, name, sig, order.map(|i| constants[i]), ops);
+            let permuted: Vec<i64> = order.iter().map(|&i| constants[i]).collect();
+            let text = constant_swap_helper(template_seed, name, sig, &permuted, ops);
             (text, [false; Edit::ALL.len()])
         })
         .collect();
     module.family(&members);
     module.constant_swap_families.push(names.clone());
+    if width > 3 {
+        module.wide_constant_swap_families.push(names.clone());
+    }
     HelperFamily {
         names,
         sig,
@@ -1658,6 +1707,10 @@ pub struct Shape {
     /// Constant-swap families of helpers (members that permute the template's constants),
     /// written after the near-twins from an RNG of their own.
     pub constant_swap_families: usize,
+    /// Wide constant-swap families (`tail` helpers with more constants than the argument
+    /// registers take: merge-similar's thunks grow the stack argument area), written after
+    /// those from an RNG of their own.
+    pub wide_constant_swap_families: usize,
 }
 
 /// A module being written.
@@ -1669,6 +1722,7 @@ struct ModuleText {
     near_twin_pairs: usize,
     edits: [usize; Edit::ALL.len()],
     constant_swap_families: Vec<Vec<String>>,
+    wide_constant_swap_families: Vec<Vec<String>>,
 }
 
 impl ModuleText {
@@ -1933,7 +1987,16 @@ enum Kind {
     NearTwin,
     /// Helpers whose members permute the template's constants (no entry families).
     ConstantSwap,
+    /// Constant-swap helpers of the `tail` convention with [`WIDE_CONSTANTS`] constants,
+    /// more than the argument registers hold beside their two parameters (no entry
+    /// families).
+    WideConstantSwap,
 }
+
+/// Constants of a wide constant-swap family's members: with their two parameters, three
+/// more values than the six argument registers the `tail` convention has on x86_64 and
+/// aarch64, so merge-similar's thunks store three on the stack, in an area they grow.
+const WIDE_CONSTANTS: usize = 7;
 
 /// The helper and entry families of a module as they are added, with the entries' inputs.
 #[derive(Default)]
@@ -1962,7 +2025,7 @@ impl Families {
     ) {
         let twin = kind == Kind::NearTwin;
         assert!(
-            kind != Kind::ConstantSwap || entries == 0,
+            !matches!(kind, Kind::ConstantSwap | Kind::WideConstantSwap) || entries == 0,
             "constant-swap families are helpers"
         );
         // Constant-swap families take the signatures in turn, from one drawn: a `tail`
@@ -1977,9 +2040,14 @@ impl Families {
             let family = match kind {
                 Kind::ConstantSwap => {
                     let sig = HelperSig::ALL[(first_sig + k) % HelperSig::ALL.len()];
-                    constant_swap_family(rng, f, sig, module)
+                    constant_swap_family(rng, f, sig, 3, module)
                 }
-                _ => helper_family(rng, f, level, shape, twin, &self.helpers, module),
+                Kind::WideConstantSwap => {
+                    constant_swap_family(rng, f, HelperSig::Tail, WIDE_CONSTANTS, module)
+                }
+                Kind::Regular | Kind::NearTwin => {
+                    helper_family(rng, f, level, shape, twin, &self.helpers, module)
+                }
             };
             self.helpers.push(family);
         }
@@ -2035,6 +2103,14 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         (shape.constant_swap_families, 0),
         &mut module,
     );
+    // Wide constant-swap families, from an RNG of their own, numbered after those.
+    built.add(
+        &mut rng_for(rng::mix(seed, 0x3A1D_E5CA_7A11)),
+        shape,
+        Kind::WideConstantSwap,
+        (shape.wide_constant_swap_families, 0),
+        &mut module,
+    );
     let Families {
         helpers,
         mut entries,
@@ -2081,6 +2157,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         tail_probes,
         system_v_probes,
         constant_swap_families: module.constant_swap_families,
+        wide_constant_swap_families: module.wide_constant_swap_families,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),

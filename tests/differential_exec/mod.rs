@@ -1251,6 +1251,7 @@ pub fn program_from_fixture(text: &str) -> Program {
         tail_probes: 0,
         system_v_probes: 0,
         constant_swap_families: Vec::new(),
+        wide_constant_swap_families: Vec::new(),
         linkages,
         settings,
     }
