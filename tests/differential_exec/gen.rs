@@ -33,8 +33,9 @@
 //! *wide* ones, again from an RNG of their own and after those, are `tail` helpers with
 //! seven constants (each further one mixed in as `(x * ck) ^ a`, or `b`): with their two
 //! parameters more than the six argument registers of `tail` on x86_64 and aarch64, so
-//! merge-similar's thunks store three constants on the stack, in an area they grow below
-//! their own ([`Program::wide_constant_swap_families`]).
+//! merge-similar's thunks store up to three constants on the stack (a position every
+//! member's permutation leaves in place is no hole), in an area they grow below their own
+//! ([`Program::wide_constant_swap_families`]).
 //!
 //! Last come the *probes*, again from RNGs of their own: one entry per member of every
 //! helper family, which calls it on the entry's first two arguments (narrowed to its
@@ -1995,7 +1996,8 @@ enum Kind {
 
 /// Constants of a wide constant-swap family's members: with their two parameters, three
 /// more values than the six argument registers the `tail` convention has on x86_64 and
-/// aarch64, so merge-similar's thunks store three on the stack, in an area they grow.
+/// aarch64, so merge-similar's thunks store up to three on the stack, in an area they
+/// grow (fewer where every member leaves a constant in place).
 const WIDE_CONSTANTS: usize = 7;
 
 /// The helper and entry families of a module as they are added, with the entries' inputs.
