@@ -29,6 +29,8 @@
 //! and the differences.
 
 mod differential_exec;
+#[path = "common/stack_growth.rs"]
+mod stack_growth;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -323,17 +325,10 @@ fn wide_constant_swap_families_become_thunks_that_grow_the_stack_area() {
                     .symbols()
                     .find(|s| s.name() == Ok(name) && s.is_definition())
                     .unwrap_or_else(|| panic!("seed {seed}, {arch:?}: no symbol {name}"));
-                let code = &text[sym.address() as usize..];
-                match arch {
-                    Arch::X86_64 => {
-                        code.starts_with(&[0x48, 0x83, 0xec])
-                            || code.starts_with(&[0x48, 0x81, 0xec])
-                    }
-                    Arch::Aarch64 => {
-                        let word = u32::from_le_bytes(code[..4].try_into().unwrap());
-                        word & 0xff80_03ff == 0xd100_03ff
-                    }
-                }
+                stack_growth::grows_the_stack_area(
+                    &text[sym.address() as usize..],
+                    arch == Arch::X86_64,
+                )
             };
             for family in &program.wide_constant_swap_families {
                 families += 1;

@@ -16,8 +16,10 @@
 //!   argument area, so the exception crosses a body whose frame lies below its caller's
 //!   stack pointer.
 //! - `every_function_with_a_frame_has_an_fde`: `readelf --debug-dump=frames` of the same
-//!   objects shows an FDE starting at every function whose code sets up a frame; with
-//!   `--set unwind_info=false` there is no `.eh_frame` at all.
+//!   objects shows an FDE starting at every function whose code sets up a frame, and at
+//!   every thunk that grows the stack argument area (`%grow_*` under merge-similar, the
+//!   one check that sees a missing FDE of such a thunk on aarch64, where gdb's prologue
+//!   analysis hides it); with `--set unwind_info=false` there is no `.eh_frame` at all.
 //! - `gdb_finds_the_caller_at_every_instruction_of_a_grown_thunk`: a merge-similar thunk
 //!   that grows its stack argument area moves the stack pointer, so it has an FDE; gdb,
 //!   stepping through one instruction at a time, sees the same CFA and finds the thunk's
@@ -386,9 +388,8 @@ fn cxx_exceptions_cross_merged_code() {
     }
 }
 
-/// Whether the function `name` of the object `obj` begins by moving the stack pointer down
-/// (`sub rsp, imm` on x86_64, `sub sp, sp, #imm` on aarch64), as a thunk that grows the
-/// stack argument area does; a function with a frame begins by saving its frame pointer.
+/// Whether the function `name` of the object `obj` begins by moving the stack pointer down,
+/// as a thunk that grows the stack argument area does.
 fn starts_by_growing_the_stack(obj: &Path, name: &str, triple: &str) -> bool {
     let bytes = std::fs::read(obj).unwrap();
     let file = cranelift_object::object::File::parse(&*bytes).unwrap();
@@ -397,16 +398,14 @@ fn starts_by_growing_the_stack(obj: &Path, name: &str, triple: &str) -> bool {
         .find(|s| s.name() == Ok(name) && s.is_definition())
         .unwrap_or_else(|| panic!("{}: no {name}", obj.display()));
     let text = file.section_by_name(".text").unwrap().data().unwrap();
-    let code = &text[sym.address() as usize..];
-    if triple.starts_with("x86_64") {
-        // REX.W 83 /5 ib or REX.W 81 /5 id, with rsp as the operand.
-        code.starts_with(&[0x48, 0x83, 0xec]) || code.starts_with(&[0x48, 0x81, 0xec])
-    } else {
-        let word = u32::from_le_bytes(code[..4].try_into().unwrap());
-        // SUB (immediate), 64-bit, Rd = Rn = sp.
-        word & 0xff80_03ff == 0xd100_03ff
-    }
+    stack_growth::grows_the_stack_area(
+        &text[sym.address() as usize..],
+        triple.starts_with("x86_64"),
+    )
 }
+
+#[path = "common/stack_growth.rs"]
+mod stack_growth;
 
 /// FDE address ranges `readelf --debug-dump=frames` shows for `obj`.
 fn fde_ranges(obj: &Path) -> Vec<(u64, u64)> {
@@ -453,7 +452,7 @@ fn every_function_with_a_frame_has_an_fde() {
             let text = file.section_by_name(".text").unwrap();
             let data = text.data().unwrap();
             let fdes = fde_ranges(&obj);
-            let mut framed = 0;
+            let (mut framed, mut grown) = (0, 0);
             for sym in file.symbols() {
                 if sym.kind() != SymbolKind::Text || sym.size() == 0 {
                     continue;
@@ -468,8 +467,28 @@ fn every_function_with_a_frame_has_an_fde() {
                         sym.name().unwrap()
                     );
                 }
+                // A thunk that grows the stack argument area moves the stack pointer: it
+                // needs an FDE as much (%grow_* under merge-similar).
+                if stack_growth::grows_the_stack_area(code, arch.triple.starts_with("x86_64")) {
+                    grown += 1;
+                    assert!(
+                        fdes.contains(&(start, start + sym.size())),
+                        "{context}: {} grows the stack area but has no FDE (FDEs: {fdes:x?})",
+                        sym.name().unwrap()
+                    );
+                }
             }
             assert!(framed > 0, "{context}: no function with a frame?");
+            // Merge-similar makes %grow_a, %grow_b and %grow_c such thunks.
+            assert_eq!(
+                grown,
+                if config.contains("--merge-similar") {
+                    3
+                } else {
+                    0
+                },
+                "{context}: thunks that grow the stack area"
+            );
             // Every FDE starts at a function.
             for (a, _) in &fdes {
                 assert!(
