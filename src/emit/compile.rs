@@ -344,8 +344,8 @@ pub fn text_size(isa: &dyn TargetIsa, func: ir::Function) -> Result<u64, String>
 /// thunk's exactly ([`register_thunk`]), else its code compiled by Cranelift, padded
 /// ([`text_size`]). What [`crate::merge::similar::CodeFacts::thunk_size`] estimates.
 pub fn similar_thunk_size(isa: &dyn TargetIsa, thunk: ir::Function) -> Result<u64, String> {
-    match crate::merge::similar::CodeFacts::written_thunk(isa, &thunk) {
-        Some(written) => Ok(written.bytes),
+    match register_thunk(&thunk, isa) {
+        Some(written) => Ok(written.bytes.len() as u64),
         None => text_size(isa, thunk),
     }
 }

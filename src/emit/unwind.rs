@@ -68,8 +68,8 @@
 //! if it is ever wanted. A register thunk that grows its stack argument area does move
 //! the stack pointer (and on x86_64 the return address), so the CIE's rules are wrong after
 //! its first instruction: it has an FDE of the rules it moves through
-//! ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with gdb at every
-//! instruction (x86_64). CLIF thunks (a call and a return, or a `tail` thunk that sets up
+//! ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with readelf and, at every
+//! instruction, with gdb (x86_64 and aarch64). CLIF thunks (a call and a return, or a `tail` thunk that sets up
 //! a frame) are compiled by Cranelift and have their FDE.
 
 use cranelift_codegen::isa::unwind::UnwindInfo;
@@ -567,26 +567,17 @@ fn fde_every_unwinder_reads(
                 factored_offset,
             } => {
                 let at = factored_offset as i64 * data_factor;
-                if register != X30 {
-                    Write::Offset(register, at as i32)
-                } else {
-                    state.x30_saved_at = Some(at);
-                    match zero_modifier && state.signed {
-                        true => stripped_x30(Some(at)),
-                        false => Write::Offset(register, at as i32),
-                    }
-                }
+                state.moved(register, Some(at));
+                state.rule(register, Write::Offset(register, at as i32), zero_modifier)
             }
-            Read::Restore { register } | Read::SameValue { register } if register == X30 => {
-                state.x30_saved_at = None;
-                match (zero_modifier && state.signed, instruction) {
-                    (true, _) => stripped_x30(None),
-                    (false, Read::Restore { .. }) => Write::Restore(register),
-                    (false, _) => Write::SameValue(register),
-                }
+            Read::Restore { register } => {
+                state.moved(register, None);
+                state.rule(register, Write::Restore(register), zero_modifier)
             }
-            Read::Restore { register } => Write::Restore(register),
-            Read::SameValue { register } => Write::SameValue(register),
+            Read::SameValue { register } => {
+                state.moved(register, None);
+                state.rule(register, Write::SameValue(register), zero_modifier)
+            }
             Read::Undefined { register } => Write::Undefined(register),
             Read::Register {
                 dest_register,
@@ -641,6 +632,27 @@ impl RaState {
             (true, true, at) => stripped_x30(at),
             (true, false, Some(at)) => Write::Offset(X30, at as i32),
             (true, false, None) => Write::SameValue(X30),
+        }
+    }
+
+    /// `register` is now saved at `saved_at` off the CFA, or back in itself (`None`).
+    fn moved(&mut self, register: gimli::Register, saved_at: Option<i64>) {
+        if register == X30 {
+            self.x30_saved_at = saved_at;
+        }
+    }
+
+    /// `plain`, the rule just read for `register`, as written: x30's stripped while a
+    /// zero-modifier signature is on it.
+    fn rule(
+        &self,
+        register: gimli::Register,
+        plain: gimli::write::CallFrameInstruction,
+        zero_modifier: bool,
+    ) -> gimli::write::CallFrameInstruction {
+        match register == X30 && zero_modifier && self.signed {
+            true => stripped_x30(self.x30_saved_at),
+            false => plain,
         }
     }
 }

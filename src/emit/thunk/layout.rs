@@ -120,12 +120,7 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const X86_64: Registers = Registers {
-        integers: 6,
-        vectors: 8,
-        takes_vector: |ty| ty.bits() <= 128 && ty != ir::types::F16,
-    };
+    use crate::emit::thunk::x86_64::REGISTERS as X86_64;
 
     fn params(types: &[ir::Type]) -> Vec<ir::AbiParam> {
         types.iter().map(|&t| ir::AbiParam::new(t)).collect()

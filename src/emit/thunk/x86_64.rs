@@ -37,7 +37,7 @@ const RSP: u8 = 4;
 /// System V's and `tail`'s argument registers: six integers, eight xmm registers, which
 /// take floats and vectors of up to 128 bits but not `f16` (a register thunk does not
 /// write Cranelift's special case for it).
-const REGISTERS: Registers = Registers {
+pub(super) const REGISTERS: Registers = Registers {
     integers: 6,
     vectors: 8,
     takes_vector: |ty| ty.bits() <= 128 && ty != ir::types::F16,
