@@ -287,7 +287,6 @@ const SHAPE: Shape = Shape {
 /// groups.
 #[test]
 fn wide_constant_swap_families_become_thunks_that_grow_the_stack_area() {
-    use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wide-families");
     std::fs::create_dir_all(&dir).unwrap();
     let (mut families, mut grown) = (0, 0);
@@ -317,19 +316,6 @@ fn wide_constant_swap_families_become_thunks_that_grow_the_stack_area() {
             let report: clif_merge::report::Report =
                 serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
             let groups = report.similar.map(|s| s.groups).unwrap_or_default();
-            let bytes = std::fs::read(&object).unwrap();
-            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
-            let text = file.section_by_name(".text").unwrap().data().unwrap();
-            let starts_by_growing = |name: &str| {
-                let sym = file
-                    .symbols()
-                    .find(|s| s.name() == Ok(name) && s.is_definition())
-                    .unwrap_or_else(|| panic!("seed {seed}, {arch:?}: no symbol {name}"));
-                stack_growth::grows_the_stack_area(
-                    &text[sym.address() as usize..],
-                    arch == Arch::X86_64,
-                )
-            };
             for family in &program.wide_constant_swap_families {
                 families += 1;
                 let grouped = groups.iter().any(|g| {
@@ -343,7 +329,11 @@ fn wide_constant_swap_families_become_thunks_that_grow_the_stack_area() {
                 grown += 1;
                 for member in family {
                     assert!(
-                        starts_by_growing(member),
+                        stack_growth::function_grows_the_stack_area(
+                            &object,
+                            member,
+                            arch == Arch::X86_64
+                        ),
                         "seed {seed}, {arch:?}: {member} is not a thunk that grows the stack area"
                     );
                 }

@@ -345,7 +345,11 @@ fn cxx_exceptions_cross_merged_code() {
                 // and without `--clif-thunks`); a change that left %grow_* framed or
                 // apart would otherwise pass unnoticed.
                 assert_eq!(
-                    starts_by_growing_the_stack(&obj, "grow_a", arch.triple),
+                    stack_growth::function_grows_the_stack_area(
+                        &obj,
+                        "grow_a",
+                        arch.triple.starts_with("x86_64")
+                    ),
                     args.contains(&"--merge-similar"),
                     "{context}: %grow_a should be a thunk that grows the stack area exactly \
                      under merge-similar"
@@ -386,22 +390,6 @@ fn cxx_exceptions_cross_merged_code() {
             }
         }
     }
-}
-
-/// Whether the function `name` of the object `obj` begins by moving the stack pointer down,
-/// as a thunk that grows the stack argument area does.
-fn starts_by_growing_the_stack(obj: &Path, name: &str, triple: &str) -> bool {
-    let bytes = std::fs::read(obj).unwrap();
-    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
-    let sym = file
-        .symbols()
-        .find(|s| s.name() == Ok(name) && s.is_definition())
-        .unwrap_or_else(|| panic!("{}: no {name}", obj.display()));
-    let text = file.section_by_name(".text").unwrap().data().unwrap();
-    stack_growth::grows_the_stack_area(
-        &text[sym.address() as usize..],
-        triple.starts_with("x86_64"),
-    )
 }
 
 #[path = "common/stack_growth.rs"]
