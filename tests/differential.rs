@@ -122,6 +122,12 @@ struct Tally {
     /// Helper families whose members permute their constants
     /// ([`gen::Program::constant_swap_families`]).
     constant_swap_families: AtomicUsize,
+    /// Helper families on `i32x4` values ([`gen::Program::vector_families`]), and those of
+    /// them whose members differ in one site (for alignment merging).
+    vector_families: AtomicUsize,
+    vector_twin_families: AtomicUsize,
+    /// Entries that return a vector helper's result ([`gen::Program::vector_probes`]).
+    vector_probes: AtomicUsize,
     builds: AtomicUsize,
     /// Builds with each of [`Variant::OTHERS`], in its order.
     variant_builds: [AtomicUsize; Variant::OTHERS.len()],
@@ -231,6 +237,16 @@ fn check_program(
     tally
         .constant_swap_families
         .fetch_add(program.constant_swap_families.len(), Ordering::Relaxed);
+    tally
+        .vector_families
+        .fetch_add(program.vector_families.len(), Ordering::Relaxed);
+    let twins = program.vector_families.iter().filter(|(_, swap)| !swap);
+    tally
+        .vector_twin_families
+        .fetch_add(twins.count(), Ordering::Relaxed);
+    tally
+        .vector_probes
+        .fetch_add(program.vector_probes, Ordering::Relaxed);
 }
 
 fn report(tally: &Tally) -> String {
@@ -254,13 +270,16 @@ fn report(tally: &Tally) -> String {
         .map(|(v, n)| format!("{v:?} {}", n.load(Ordering::Relaxed)))
         .collect();
     format!(
-        "{} programs, {} functions, {} family pairs{near_twins}, {} constant-swap families, {} tail probes, {} system_v probes, {} builds (with another option: {}), {} calls compared",
+        "{} programs, {} functions, {} family pairs{near_twins}, {} constant-swap families, {} vector families ({} twin), {} tail probes, {} system_v probes, {} vector probes, {} builds (with another option: {}), {} calls compared",
         tally.programs.load(Ordering::Relaxed),
         tally.functions.load(Ordering::Relaxed),
         tally.pairs.load(Ordering::Relaxed),
         tally.constant_swap_families.load(Ordering::Relaxed),
+        tally.vector_families.load(Ordering::Relaxed),
+        tally.vector_twin_families.load(Ordering::Relaxed),
         tally.tail_probes.load(Ordering::Relaxed),
         tally.system_v_probes.load(Ordering::Relaxed),
+        tally.vector_probes.load(Ordering::Relaxed),
         tally.builds.load(Ordering::Relaxed),
         variants.join(", "),
         tally.calls.load(Ordering::Relaxed),
@@ -277,6 +296,7 @@ const SHAPE: Shape = Shape {
     twin_entry_families: 5,
     constant_swap_families: 4,
     wide_constant_swap_families: 2,
+    vector_families: 3,
 };
 
 /// The wide constant-swap families reach merge-similar's thunks that grow the stack
@@ -390,6 +410,18 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
     assert!(
         tally.constant_swap_families.load(Ordering::Relaxed) >= 30,
         "too few constant-swap families: {}",
+        report(&tally)
+    );
+    // Helpers on `i32x4` values, of both kinds (the swap families are among the
+    // constant-swap families; the harness requires most twin families to be merged by
+    // alignment), every member probed.
+    let (vectors, twins) = (
+        tally.vector_families.load(Ordering::Relaxed),
+        tally.vector_twin_families.load(Ordering::Relaxed),
+    );
+    assert!(
+        twins >= 8 && vectors - twins >= 8 && tally.vector_probes.load(Ordering::Relaxed) >= 60,
+        "too few vector families or probes: {}",
         report(&tally)
     );
     // Every other option of the command line was built with and run (those of an
@@ -615,6 +647,7 @@ fn long_mode() {
         twin_entry_families: 12,
         constant_swap_families: 6,
         wide_constant_swap_families: 3,
+        vector_families: 4,
     };
     let archs = architectures();
     let tally = Tally::default();

@@ -621,6 +621,7 @@ fn generated(seed: u64) -> String {
             twin_entry_families: 1,
             constant_swap_families: 1,
             wide_constant_swap_families: 1,
+            vector_families: 1,
         };
         return differential_exec::gen::program(seed, shape).clif;
     }

@@ -35,7 +35,10 @@
 //! parameters more than the six argument registers of `tail` on x86_64 and aarch64, so
 //! merge-similar's thunks store up to three constants on the stack (a position every
 //! member's permutation leaves in place is no hole), in an area they grow below their own
-//! ([`Program::wide_constant_swap_families`]).
+//! ([`Program::wide_constant_swap_families`]). Then, from an RNG of their own, the
+//! *vector* families ([`vector`]): helpers on `i32x4` values whose members permute three
+//! constants (holes beside a vector argument) or differ in one site (alignment merging's
+//! `select` between two vectors) ([`Program::vector_families`]).
 //!
 //! Last come the *probes*, again from RNGs of their own: one entry per member of every
 //! helper family, which calls it on the entry's first two arguments (narrowed to its
@@ -46,7 +49,9 @@
 //! wrong result nobody printed. The *tail probes* (`%t<family>_<member>`, for the `tail`
 //! helpers) come first, as they did before the others had probes; then the *system_v
 //! probes* (`%s<family>_<member>`, every other helper: i64, i32, f64 and i16/i8
-//! parameters). [`Program::tail_probes`] and [`Program::system_v_probes`] count them.
+//! parameters), then the *vector probes* (`%v<family>_<member>`, for the vector helpers).
+//! [`Program::tail_probes`], [`Program::system_v_probes`] and [`Program::vector_probes`]
+//! count them.
 //!
 //! Every generated function is free of traps and undefined behaviour on every input:
 //! divisors are forced odd (and positive where division is signed), loops run at most 7
@@ -70,6 +75,8 @@ use std::fmt::Write as _;
 mod rng;
 
 use rng::Rng;
+
+mod vector;
 
 /// This generator's RNG for `seed`: the detector generator's, seeded as this generator
 /// always was (so every seed's module is the same).
@@ -130,6 +137,14 @@ pub struct Program {
     /// registers take), whose members merge-similar makes thunks that grow the stack
     /// argument area.
     pub wide_constant_swap_families: Vec<Vec<String>>,
+    /// The members of every vector family (helpers on `i32x4` values), and whether the
+    /// family is a swap family (members that permute their constants, also among
+    /// [`Self::constant_swap_families`]) rather than a twin family (members that differ in
+    /// one site, for alignment merging).
+    pub vector_families: Vec<(Vec<String>, bool)>,
+    /// Entries that call one vector helper and return its result (one per member of every
+    /// vector family), after the system_v probes.
+    pub vector_probes: usize,
     /// Globs and linkages, as the command line takes them.
     pub linkages: Vec<(String, String)>,
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
@@ -145,6 +160,10 @@ enum HelperSig {
     F64,
     Narrow,
     Tail,
+    /// `(i32x4, i64) -> i32x4`: vector families only, never drawn from [`Self::ALL`].
+    Vector,
+    /// `(i64, i32x4) -> i64 tail`: vector families only.
+    VectorTail,
 }
 
 impl HelperSig {
@@ -161,6 +180,8 @@ impl HelperSig {
             HelperSig::I32 => ["i32", "i32"],
             HelperSig::F64 => ["f64", "i64"],
             HelperSig::Narrow => ["i16", "i8"],
+            HelperSig::Vector => ["i32x4", "i64"],
+            HelperSig::VectorTail => ["i64", "i32x4"],
         }
     }
     fn ret(self) -> &'static str {
@@ -169,13 +190,22 @@ impl HelperSig {
             HelperSig::I32 => "i32",
             HelperSig::F64 => "f64",
             HelperSig::Narrow => "i16",
+            HelperSig::Vector => "i32x4",
+            HelperSig::VectorTail => "i64",
         }
     }
     fn conv(self) -> &'static str {
         match self {
-            HelperSig::Tail => "tail",
-            _ => "system_v",
+            HelperSig::Tail | HelperSig::VectorTail => "tail",
+            HelperSig::I64
+            | HelperSig::I32
+            | HelperSig::F64
+            | HelperSig::Narrow
+            | HelperSig::Vector => "system_v",
         }
+    }
+    fn is_vector(self) -> bool {
+        matches!(self, HelperSig::Vector | HelperSig::VectorTail)
     }
     fn text(self) -> String {
         let [a, b] = self.params();
@@ -1712,6 +1742,9 @@ pub struct Shape {
     /// registers take: merge-similar's thunks grow the stack argument area), written after
     /// those from an RNG of their own.
     pub wide_constant_swap_families: usize,
+    /// Vector families of helpers (`i32x4` values, [`vector`]), written after those from
+    /// an RNG of their own.
+    pub vector_families: usize,
 }
 
 /// A module being written.
@@ -1724,6 +1757,7 @@ struct ModuleText {
     edits: [usize; Edit::ALL.len()],
     constant_swap_families: Vec<Vec<String>>,
     wide_constant_swap_families: Vec<Vec<String>>,
+    vector_families: Vec<(Vec<String>, bool)>,
 }
 
 impl ModuleText {
@@ -1992,6 +2026,8 @@ enum Kind {
     /// more than the argument registers hold beside their two parameters (no entry
     /// families).
     WideConstantSwap,
+    /// Helpers on `i32x4` values ([`vector`]; no entry families).
+    Vector,
 }
 
 /// Constants of a wide constant-swap family's members: with their two parameters, three
@@ -2027,8 +2063,11 @@ impl Families {
     ) {
         let twin = kind == Kind::NearTwin;
         assert!(
-            !matches!(kind, Kind::ConstantSwap | Kind::WideConstantSwap) || entries == 0,
-            "constant-swap families are helpers"
+            !matches!(
+                kind,
+                Kind::ConstantSwap | Kind::WideConstantSwap | Kind::Vector
+            ) || entries == 0,
+            "constant-swap and vector families are helpers"
         );
         // Constant-swap families take the signatures in turn, from one drawn: a `tail`
         // family among any five.
@@ -2046,6 +2085,11 @@ impl Families {
                 }
                 Kind::WideConstantSwap => {
                     constant_swap_family(rng, f, HelperSig::Tail, WIDE_CONSTANTS, module)
+                }
+                // The two vector signatures in turn.
+                Kind::Vector => {
+                    let sig = [HelperSig::Vector, HelperSig::VectorTail][k % 2];
+                    vector::vector_family(rng, f, sig, module)
                 }
                 Kind::Regular | Kind::NearTwin => {
                     helper_family(rng, f, level, shape, twin, &self.helpers, module)
@@ -2113,6 +2157,14 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         (shape.wide_constant_swap_families, 0),
         &mut module,
     );
+    // Vector families, from an RNG of their own, numbered after those.
+    built.add(
+        &mut rng_for(rng::mix(seed, 0x51ED_7EC7_0A11)),
+        shape,
+        Kind::Vector,
+        (shape.vector_families, 0),
+        &mut module,
+    );
     let Families {
         helpers,
         mut entries,
@@ -2122,31 +2174,46 @@ pub fn program(seed: u64, shape: Shape) -> Program {
 
     // Probes: every member of every helper family called by an entry of its own, inputs
     // from an RNG of their own. The `tail` helpers' first (as they were before the others
-    // had probes), then the `system_v` helpers', from another RNG.
-    let mut probes = |tail: bool, prefix: &str, mix: u64, inputs: &mut Vec<_>| {
-        let first = entries.len();
-        for (f, family) in helpers.iter().enumerate() {
-            if (family.sig == HelperSig::Tail) != tail {
-                continue;
+    // had probes), then the other scalar helpers', then the vector helpers', each from
+    // another RNG.
+    let mut probes =
+        |probed: fn(HelperSig) -> bool, prefix: &str, mix: u64, inputs: &mut Vec<_>| {
+            let first = entries.len();
+            for (f, family) in helpers.iter().enumerate() {
+                if !probed(family.sig) {
+                    continue;
+                }
+                for (m, name) in family.names.iter().enumerate() {
+                    let probe = format!("{prefix}{f}_{m}");
+                    let text = match family.sig.is_vector() {
+                        true => vector::probe(&probe, name, family.sig),
+                        false => helper_probe(&probe, name, family.sig),
+                    };
+                    module.clif.push_str(&text);
+                    module.functions += 1;
+                    entries.push(Entry {
+                        name: probe,
+                        flags: 0,
+                    });
+                }
             }
-            for (m, name) in family.names.iter().enumerate() {
-                let probe = format!("{prefix}{f}_{m}");
-                module
-                    .clif
-                    .push_str(&helper_probe(&probe, name, family.sig));
-                module.functions += 1;
-                entries.push(Entry {
-                    name: probe,
-                    flags: 0,
-                });
-            }
-        }
-        let mut rng = rng_for(rng::mix(seed, mix));
-        inputs.extend(probe_inputs(&mut rng, &entries, first, shape));
-        entries.len() - first
-    };
-    let tail_probes = probes(true, "t", 0x007A_1196_0BE5, &mut inputs);
-    let system_v_probes = probes(false, "s", 0x0575_7E3F_0BE5, &mut inputs);
+            let mut rng = rng_for(rng::mix(seed, mix));
+            inputs.extend(probe_inputs(&mut rng, &entries, first, shape));
+            entries.len() - first
+        };
+    let tail_probes = probes(
+        |sig| sig == HelperSig::Tail,
+        "t",
+        0x007A_1196_0BE5,
+        &mut inputs,
+    );
+    let system_v_probes = probes(
+        |sig| sig != HelperSig::Tail && !sig.is_vector(),
+        "s",
+        0x0575_7E3F_0BE5,
+        &mut inputs,
+    );
+    let vector_probes = probes(HelperSig::is_vector, "v", 0x7EC7_0250_0BE5, &mut inputs);
 
     Program {
         clif: module.clif,
@@ -2160,6 +2227,8 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         system_v_probes,
         constant_swap_families: module.constant_swap_families,
         wide_constant_swap_families: module.wide_constant_swap_families,
+        vector_families: module.vector_families,
+        vector_probes,
         linkages: [("hl*", "local"), ("hd*", "hidden"), ("hp*", "preemptible")]
             .map(|(glob, linkage)| (glob.to_string(), linkage.to_string()))
             .into(),

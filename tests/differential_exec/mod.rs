@@ -406,8 +406,8 @@ fn no_body_failed_the_verifier(
 /// shared body taking their constants: otherwise nothing would see a thunk that passes
 /// them in another order. The cost model may turn down a family whose body it estimates no
 /// smaller (long-mode seed 97037 has one on x86_64), so one family in four beyond the
-/// first may stay apart (with the fixed seeds' four, none; with long mode's six, one).
-/// `name` spells a function's name as the report does.
+/// first may stay apart (with four to seven in a fixed seed's module, none; with long
+/// mode's eight to ten, up to two). `name` spells a function's name as the report does.
 fn constant_swaps_share_a_body(
     program: &Program,
     config: Config,
@@ -431,6 +431,45 @@ fn constant_swaps_share_a_body(
     if apart.len() > program.constant_swap_families.len().saturating_sub(1) / 4 {
         return Err(format!(
             "constant-swap families {apart:?} are not one body with holes under merge-similar"
+        ));
+    }
+    Ok(())
+}
+
+/// Under merge-similar with alignment merging, the twin vector families of `program`
+/// (members that differ in one site: an opcode, a vector constant, an extra operation)
+/// must mostly be merged by alignment, each at least once within the family: otherwise no
+/// aligned body would select between two vectors. At most half may stay apart (on the
+/// fixed seeds, none does). `name` spells a function's name as the report does.
+fn vector_twins_merge_by_alignment(
+    program: &Program,
+    config: Config,
+    similar: Option<&clif_merge::merge::similar::SimilarReport>,
+    name: impl Fn(&str) -> String,
+) -> Result<(), String> {
+    if !config.similar
+        || config.mode == Mode::Disabled
+        || config.variant == Variant::NoAlignmentMerging
+    {
+        return Ok(());
+    }
+    let groups = similar.map_or(&[][..], |r| &r.groups[..]);
+    let twins: Vec<&Vec<String>> = (program.vector_families.iter())
+        .filter(|(_, swap)| !swap)
+        .map(|(members, _)| members)
+        .collect();
+    let apart: Vec<&&Vec<String>> = twins
+        .iter()
+        .filter(|family| {
+            let names: Vec<String> = family.iter().map(|m| name(m)).collect();
+            !groups
+                .iter()
+                .any(|g| g.aligned && g.members.iter().all(|m| names.contains(m)))
+        })
+        .collect();
+    if apart.len() * 2 > twins.len() {
+        return Err(format!(
+            "vector twin families {apart:?} are not merged by alignment under merge-similar"
         ));
     }
     Ok(())
@@ -470,6 +509,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
     constant_swaps_share_a_body(program, config, report.similar.as_ref(), |n| {
+        format!("%{n}")
+    })?;
+    vector_twins_merge_by_alignment(program, config, report.similar.as_ref(), |n| {
         format!("%{n}")
     })?;
     let harness = dir.join("harness.c");
@@ -958,9 +1000,9 @@ pub mod jit {
                 .map_err(|e| e.to_string())?;
             no_body_failed_the_verifier(merged.similar.as_ref())?;
             // The plugin names functions by their ids (`u0:ID`).
-            constant_swaps_share_a_body(program, config, merged.similar.as_ref(), |n| {
-                UserFuncName::user(0, ids[n].as_u32()).to_string()
-            })?;
+            let name = |n: &str| UserFuncName::user(0, ids[n].as_u32()).to_string();
+            constant_swaps_share_a_body(program, config, merged.similar.as_ref(), name)?;
+            vector_twins_merge_by_alignment(program, config, merged.similar.as_ref(), name)?;
         }
         module.finalize_definitions().map_err(|e| e.to_string())?;
         let address: Vec<*const u8> = program
@@ -1252,6 +1294,8 @@ pub fn program_from_fixture(text: &str) -> Program {
         system_v_probes: 0,
         constant_swap_families: Vec::new(),
         wide_constant_swap_families: Vec::new(),
+        vector_families: Vec::new(),
+        vector_probes: 0,
         linkages,
         settings,
     }
