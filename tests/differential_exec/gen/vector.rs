@@ -1,13 +1,15 @@
 //! Vector families of the differential generator: helpers that compute on `i32x4` values,
 //! as WebAssembly's SIMD code does in the functions wasmtime hands Cranelift.
 //!
-//! The other families compute on integers and floats only, so nothing generated passed a
+//! The other families compute on integers and floats (a vector splat and a lane read here
+//! and there, inside one function), so nothing generated passed a
 //! vector through merge-similar's thunks, selected between two vectors in an aligned body,
 //! or carried a vector constant (`vconst`, a constant pool entry) or a shuffle mask into a
 //! shared body. These families do. A member takes a vector and an integer and returns a
 //! vector (`system_v`), or takes an integer and a vector and returns an integer (`tail`,
 //! wasmtime's convention); it multiplies and mixes its vector with three integer constants
-//! splatted to every lane, adds a vector constant, runs a chain of lane operations every
+//! splatted to every lane, adds a vector constant, inserts the integer into a lane and
+//! adds a shuffle of that with the vector argument, runs a chain of lane operations every
 //! member shares (arithmetic, shifts by a scalar, shuffles, lane inserts and broadcasts,
 //! `bitselect`, a round trip through a 16-byte stack slot), mixes the constants' value in
 //! again (so whatever the chain forgot of it, the result depends on every constant), and
@@ -21,9 +23,10 @@
 //!   of them, and merge-similar gives the family one body with holes (a thunk or a body
 //!   that passed or read its constants in another order computes another member's vector);
 //! - *twin*: every member differs from the template in one site — an opcode of the
-//!   constants' mix, the vector constant, an extra operation, or an arm's opcode — which
-//!   alignment merging turns into a `select` of two vectors on the identifier or keeps
-//!   apart.
+//!   constants' mix, the vector constant, an extra operation, an arm's opcode, the lane an
+//!   `insertlane` writes or the lanes of a `shuffle` (immediates: the same opcode and
+//!   types with another lane or mask) — which alignment merging turns into a `select` of
+//!   two vectors on the identifier or keeps apart.
 //!
 //! Every member is free of traps and undefined behaviour: lane arithmetic wraps, shifts
 //! take their amount modulo the lane width, and the stack slot is written before it is
@@ -50,6 +53,11 @@ struct Member {
     extra: bool,
     /// The opcode (index into [`MIX`]) of the first arm.
     arm: usize,
+    /// The lane the integer argument is inserted into, before the chain.
+    lane: u8,
+    /// The source lanes of a shuffle of the constants' value with the vector argument,
+    /// before the chain ([`lane_mask`]).
+    shuffle: [usize; 4],
 }
 
 /// A vector family numbered `f`, of signature `sig` ([`HelperSig::Vector`] or
@@ -82,6 +90,8 @@ pub(super) fn vector_family(
         lanes,
         extra: false,
         arm: rng.below(MIX.len()),
+        lane: rng.below(4) as u8,
+        shuffle: lane_mask(rng),
     };
     let n = 2 + rng.below(3);
     let mut members = vec![template];
@@ -94,14 +104,16 @@ pub(super) fn vector_family(
             }
             m.constants = order.map(|i| constants[i]);
         } else {
-            match rng.below(4) {
+            match rng.below(6) {
                 0 => {
                     let at = rng.below(2);
                     m.mix[at] = (m.mix[at] + 1 + rng.below(MIX.len() - 1)) % MIX.len();
                 }
                 1 => m.lanes[rng.below(4)] ^= 1 << rng.below(31),
                 2 => m.extra = true,
-                _ => m.arm = (m.arm + 1 + rng.below(MIX.len() - 1)) % MIX.len(),
+                3 => m.arm = (m.arm + 1 + rng.below(MIX.len() - 1)) % MIX.len(),
+                4 => m.lane = (m.lane + 1 + rng.below(3) as u8) % 4,
+                _ => m.shuffle = lane_mask(rng),
             }
         }
         if !members.contains(&m) {
@@ -126,6 +138,20 @@ pub(super) fn vector_family(
     }
 }
 
+/// The source lanes of a shuffle of two `i32x4` values (0 to 3 the first's, 4 to 7 the
+/// second's), as SSE2 shuffles whole lanes: all from one operand (`pshufd`), or the low two
+/// from the first and the high two from the second (`shufps`). A byte-wise mask needs
+/// SSSE3's `pshufb`, which Cranelift, without it, calls as a libcall
+/// (`__cranelift_x86_pshufb`) the embedder provides.
+fn lane_mask(rng: &mut Rng) -> [usize; 4] {
+    let from = match rng.below(3) {
+        0 => [0; 4],
+        1 => [4; 4],
+        _ => [0, 0, 4, 4],
+    };
+    from.map(|first| first + rng.below(4))
+}
+
 /// A function's text, its values numbered in order.
 struct Text {
     body: String,
@@ -143,6 +169,18 @@ impl Text {
 
     fn line(&mut self, text: impl AsRef<str>) {
         writeln!(self.body, "    {}", text.as_ref()).unwrap();
+    }
+
+    /// `shuffle` of the `i32x4` values `a` and `b` by source lanes `lanes`.
+    fn shuffle(&mut self, a: &str, b: &str, lanes: [usize; 4]) -> String {
+        let a = self.def(format!("bitcast.i8x16 little {a}"));
+        let b = self.def(format!("bitcast.i8x16 little {b}"));
+        let mask: Vec<String> = (0..16)
+            .map(|byte| format!("{:02x}", lanes[byte / 4] * 4 + byte % 4))
+            .rev()
+            .collect();
+        let s = self.def(format!("shuffle {a}, {b}, 0x{}", mask.concat()));
+        self.def(format!("bitcast.i32x4 little {s}"))
     }
 
     /// An i64 that every lane of the `i32x4` value `v` changes: lanes 0 and 1 as the low
@@ -196,6 +234,9 @@ fn helper(name: &str, sig: HelperSig, m: &Member, chain_seed: u64) -> String {
     if m.extra {
         keep = t.def(format!("iadd {keep}, {spread}"));
     }
+    let inserted = t.def(format!("insertlane {keep}, {narrow}, {}", m.lane));
+    let shuffled = t.shuffle(&inserted, vector, m.shuffle);
+    keep = t.def(format!("iadd {keep}, {shuffled}"));
     let mut last = keep.clone();
 
     // The chain every member shares.
@@ -216,24 +257,8 @@ fn helper(name: &str, sig: HelperSig, m: &Member, chain_seed: u64) -> String {
                 t.def(format!("{op} {last}, {amount}"))
             }
             2 => {
-                let a = t.def(format!("bitcast.i8x16 little {last}"));
-                let b = t.def(format!("bitcast.i8x16 little {other}"));
-                // Whole lanes, as SSE2 shuffles them (`pshufd` of either operand, or
-                // `shufps`: two lanes of each): a byte-wise mask needs SSSE3's `pshufb`,
-                // which Cranelift calls as a libcall (`__cranelift_x86_pshufb`) the
-                // embedder provides, without it.
-                let from = match rng.below(3) {
-                    0 => [0; 4],
-                    1 => [4; 4],
-                    _ => [0, 0, 4, 4],
-                };
-                let lanes = from.map(|first| first + rng.below(4));
-                let mask: Vec<String> = (0..16)
-                    .map(|byte| format!("{:02x}", lanes[byte / 4] * 4 + byte % 4))
-                    .rev()
-                    .collect();
-                let s = t.def(format!("shuffle {a}, {b}, 0x{}", mask.concat()));
-                t.def(format!("bitcast.i32x4 little {s}"))
+                let lanes = lane_mask(&mut rng);
+                t.shuffle(&last, &other, lanes)
             }
             3 => t.def(format!("insertlane {last}, {narrow}, {}", rng.below(4))),
             4 => {
