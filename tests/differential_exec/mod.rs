@@ -406,8 +406,9 @@ fn no_body_failed_the_verifier(
 /// shared body taking their constants: otherwise nothing would see a thunk that passes
 /// them in another order. The cost model may turn down a family whose body it estimates no
 /// smaller (long-mode seed 97037 has one on x86_64), so one family in four beyond the
-/// first may stay apart (with four to seven in a fixed seed's module, none; with long
-/// mode's eight to ten, up to two). `name` spells a function's name as the report does.
+/// first may stay apart (a fixed seed's module has six to nine such families, wide and
+/// vector swap families included, so one or two may; long mode's nine to thirteen, two or
+/// three). `name` spells a function's name as the report does.
 fn constant_swaps_share_a_body(
     program: &Program,
     config: Config,
@@ -437,10 +438,10 @@ fn constant_swaps_share_a_body(
 }
 
 /// Under merge-similar with alignment merging, the twin vector families of `program`
-/// (members that differ in one site: an opcode, a vector constant, an extra operation)
-/// must mostly be merged by alignment, each at least once within the family: otherwise no
-/// aligned body would select between two vectors. At most half may stay apart (on the
-/// fixed seeds, none does). `name` spells a function's name as the report does.
+/// (members that differ in one site: an opcode, the vector constant, an extra operation,
+/// a lane or shuffle immediate) must mostly be merged by alignment, each at least once
+/// within the family: otherwise no aligned body would select between two vectors. At most
+/// half may stay apart. `name` spells a function's name as the report does.
 fn vector_twins_merge_by_alignment(
     program: &Program,
     config: Config,
