@@ -15,6 +15,15 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The functions of the CLIF `text` (called `path` in errors), every one exported.
+fn exported_module(text: &str, path: &str) -> Module {
+    let mut module = Module::new();
+    for p in clif_merge::read::parse_clif(text, path).unwrap() {
+        module.add(p.func, Linkage::Export, false).unwrap();
+    }
+    module
+}
+
 fn example_module(linkages: &[(&str, Linkage)]) -> Module {
     let text = std::fs::read_to_string(root().join("fixtures/example.clif")).unwrap();
     let mut module = Module::new();
@@ -456,10 +465,7 @@ fn a_body_no_larger_than_a_jump_is_copied_instead_of_thunked() {
     // On aarch64 a leaf that returns its argument is one `ret`: 4 bytes, as large as `b`.
     let clif = "function %id_a(i64) -> i64 system_v {\nblock0(v0: i64):\n    return v0\n}\n\
                 function %id_b(i64) -> i64 system_v {\nblock0(v0: i64):\n    return v0\n}\n";
-    let mut module = Module::new();
-    for p in clif_merge::read::parse_clif(clif, "tiny.clif").unwrap() {
-        module.add(p.func, Linkage::Export, false).unwrap();
-    }
+    let module = exported_module(clif, "tiny.clif");
     let (bytes, summary) = object_for(
         &module,
         "aarch64-unknown-linux-gnu",
@@ -570,10 +576,7 @@ fn similar_rewritten(
     isa: &dyn cranelift_codegen::isa::TargetIsa,
 ) -> (Module, clif_merge::merge::similar::SimilarReport) {
     use clif_merge::merge::similar::{merge_similar, SimilarOptions};
-    let mut module = Module::new();
-    for p in clif_merge::read::parse_clif(clif, "similar.clif").unwrap() {
-        module.add(p.func, Linkage::Export, false).unwrap();
-    }
+    let module = exported_module(clif, "similar.clif");
     let similar = SimilarOptions {
         cost_model: false,
         alignment: false,
@@ -995,10 +998,7 @@ block0(v0: i64):
     return v2
 }
 ";
-    let mut module = Module::new();
-    for p in clif_merge::read::parse_clif(clif, "wrap.clif").unwrap() {
-        module.add(p.func, Linkage::Export, false).unwrap();
-    }
+    let module = exported_module(clif, "wrap.clif");
     let target = TargetInfo::host();
     let plan = clif_merge::merge(&module, &target, &options(MergeMode::Trampolines));
     let jit = emit_jit(
@@ -1012,6 +1012,97 @@ block0(v0: i64):
     let p = jit.pointer(&FuncName::parse("%wrap").unwrap()).unwrap();
     let wrap = unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64) -> i64>(p) };
     assert_eq!(wrap(7), 7005);
+}
+
+/// A JIT of a module that calls a function nobody defines, or a Cranelift libcall nobody
+/// provides (`__cranelift_x86_pshufb`, which an x86_64 without SSSE3 calls for a byte-wise
+/// shuffle; the JIT compiles for the host, so on x86_64 the test asks for it by name
+/// through a function the module imports), is an error that names the symbol and a
+/// function that refers to it, not a panic inside cranelift-jit.
+#[test]
+fn jit_with_an_unresolvable_symbol_is_an_error() {
+    let clif = "
+function %uses_missing(i64) -> i64 system_v {
+    sig0 = (i64) -> i64 system_v
+    fn0 = %clif_merge_test_nobody_defines_this sig0
+block0(v0: i64):
+    v1 = call fn0(v0)
+    return v1
+}
+
+function %fine(i64) -> i64 system_v {
+block0(v0: i64):
+    return v0
+}
+
+function %uses_pshufb(i8x16, i8x16) -> i8x16 system_v {
+    sig0 = (i8x16, i8x16) -> i8x16 system_v
+    fn0 = %X86Pshufb sig0
+block0(v0: i8x16, v1: i8x16):
+    v2 = call fn0(v0, v1)
+    return v2
+}
+";
+    let module = exported_module(clif, "missing.clif");
+    let target = TargetInfo::host();
+    let plan = clif_merge::merge(&module, &target, &options(MergeMode::Trampolines));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        emit_jit(
+            &module,
+            &plan,
+            &options(MergeMode::Trampolines),
+            &EmitOptions::default(),
+            [],
+        )
+        .map(|_| ())
+    }));
+    let Ok(result) = outcome else {
+        panic!("emit_jit panicked on a symbol it cannot resolve");
+    };
+    let message = result
+        .expect_err("an unresolvable symbol must be an error")
+        .to_string();
+    assert!(
+        message.contains("clif_merge_test_nobody_defines_this")
+            && message.contains("%uses_missing"),
+        "{message}"
+    );
+    // Given in `symbols`, it resolves; then the libcall is the one left.
+    let missing = (
+        "clif_merge_test_nobody_defines_this".to_string(),
+        ext_one as *const u8,
+    );
+    let jit = |symbols: Vec<(String, *const u8)>| {
+        emit_jit(
+            &module,
+            &plan,
+            &options(MergeMode::Trampolines),
+            &EmitOptions::default(),
+            symbols,
+        )
+    };
+    let message = jit(vec![missing.clone()])
+        .err()
+        .expect("an unprovided libcall must be an error")
+        .to_string();
+    assert!(
+        message.contains("__cranelift_x86_pshufb") && message.contains("%uses_pshufb"),
+        "{message}"
+    );
+    let jit = jit(vec![
+        missing,
+        ("__cranelift_x86_pshufb".to_string(), ext_one as *const u8),
+    ])
+    .unwrap();
+    let p = jit
+        .pointer(&FuncName::parse("%uses_missing").unwrap())
+        .unwrap();
+    let f = unsafe { std::mem::transmute::<*const u8, extern "C" fn(i64) -> i64>(p) };
+    assert_eq!(f(4), 5);
+}
+
+extern "C" fn ext_one(a: i64) -> i64 {
+    a + 1
 }
 
 /// A sink that makes every alias a thunk at an address of its own, as the plugin's JIT

@@ -9,13 +9,21 @@
 //! ([`super::unwind::Frames::register_jit`]) and stay registered as long as the
 //! [`JitFunctions`] lives: a panic or a C++ exception thrown by a host function can cross
 //! the JIT code to a `catch_unwind` or `catch` outside.
+//!
+//! cranelift-jit panics when a relocation names a symbol it cannot find (an imported
+//! function, a data object, a libcall such as `__cranelift_x86_pshufb`, which Cranelift
+//! calls on an x86_64 without SSSE3 and leaves to its embedder). So before finalizing,
+//! every such symbol the compiled code refers to is looked up as cranelift-jit would (the
+//! symbols given, then the process's own), and one that is not found is an error naming it
+//! and a function that refers to it; what panics anyway is caught.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId};
+use cranelift_module::{default_libcall_names, FuncId, ModuleRelocTarget};
 
+use super::compile::FUNCTION_NAMESPACE;
 use super::define::{AliasStyle, Naming};
 use super::sink::{Emitted, Sink};
 use super::unwind::JitFrames;
@@ -59,6 +67,8 @@ impl JitFunctions {
 /// pointers kept); finishing finalizes it and registers the frames.
 pub struct JitSink {
     jit: JITModule,
+    /// The names of the symbols given to [`JitSink::new`].
+    given: HashSet<String>,
 }
 
 impl JitSink {
@@ -80,11 +90,72 @@ impl JitSink {
             .map_err(|e| unsupported(e.to_string()))?
             .finish(settings::Flags::new(flags))
             .map_err(|e| unsupported(e.to_string()))?;
+        let symbols: Vec<(String, *const u8)> = symbols.into_iter().collect();
+        let given = symbols.iter().map(|(name, _)| name.clone()).collect();
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         builder.symbols(symbols);
         Ok(Self {
             jit: JITModule::new(builder),
+            given,
         })
+    }
+
+    /// Whether cranelift-jit will find `symbol` outside the module: among the symbols
+    /// given, or in the process (`dlsym`, as cranelift-jit looks). Elsewhere than on Unix
+    /// it is taken to be found, and finalizing is left to say otherwise.
+    fn finds(&self, symbol: &str) -> bool {
+        if self.given.contains(symbol) {
+            return true;
+        }
+        #[cfg(unix)]
+        {
+            let Ok(c_name) = std::ffi::CString::new(symbol) else {
+                return false;
+            };
+            // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks the
+            // name up.
+            !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c_name.as_ptr()) }.is_null()
+        }
+        #[cfg(not(unix))]
+        {
+            true
+        }
+    }
+
+    /// The first symbol outside the module (by function in module order, then relocation)
+    /// that the compiled code refers to and cranelift-jit would not find, as an error.
+    fn check_outside_symbols(&self, emitted: &Emitted<'_>) -> Result<(), EmitError> {
+        let symbols = &emitted.compiled.symbols;
+        let mut bodies: Vec<_> = emitted.compiled.bodies.iter().collect();
+        bodies.sort_unstable_by_key(|(f, _)| **f);
+        let libcall_name = default_libcall_names();
+        for (&f, body) in bodies {
+            for reloc in &body.relocs {
+                let outside = match &reloc.name {
+                    ModuleRelocTarget::User { namespace, index } => {
+                        if *namespace == FUNCTION_NAMESPACE {
+                            let name = symbols.function_name(*index);
+                            emitted.module.lookup(name).is_none().then(|| name.symbol())
+                        } else {
+                            // Every data object is outside: the module defines functions.
+                            Some(symbols.data_names()[*index as usize].0.symbol())
+                        }
+                    }
+                    ModuleRelocTarget::LibCall(libcall) => Some(libcall_name(*libcall)),
+                    // cranelift-jit resolves no well-known symbol (a GOT or TLS index);
+                    // a JIT compiles without PIC, which never asks for one.
+                    ModuleRelocTarget::KnownSymbol(known) => Some(format!("{known:?}")),
+                    ModuleRelocTarget::FunctionOffset(..) => None,
+                };
+                if let Some(symbol) = outside.filter(|s| !self.finds(s)) {
+                    return Err(EmitError::UnresolvedSymbol {
+                        function: emitted.module.get(f).name.to_string(),
+                        symbol,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -114,11 +185,12 @@ impl Sink for JitSink {
         emitted: Emitted<'_>,
         _summary: &mut EmitSummary,
     ) -> Result<JitFunctions, EmitError> {
-        self.jit
-            .finalize_definitions()
-            .map_err(|e| EmitError::Module {
+        self.check_outside_symbols(&emitted)?;
+        crate::guard::unpanicked(|| self.jit.finalize_definitions().map_err(Box::new))
+            .map_err(EmitError::Jit)?
+            .map_err(|source| EmitError::Module {
                 context: "finalizing the JIT module".into(),
-                source: Box::new(e),
+                source,
             })?;
         let jit = self.jit;
         let frames = emitted

@@ -75,6 +75,22 @@ pub enum EmitError {
          aliases thunks (a JIT): make the plan with `aliases_share_address: false`"
     )]
     AliasesNotShared,
+    /// The code refers to a symbol a JIT must find outside the module (an imported function
+    /// or data object, or a Cranelift libcall), and neither the symbols given nor the
+    /// process define it.
+    #[error(
+        "function {function} refers to `{symbol}`, which neither the module, the symbols \
+         given to the JIT, nor this process defines"
+    )]
+    UnresolvedSymbol {
+        /// A function whose code refers to it (the first in module order).
+        function: String,
+        /// The symbol, as the JIT looks it up.
+        symbol: String,
+    },
+    /// cranelift-jit failed to finalize the module (it panics where it cannot go on).
+    #[error("finalizing the JIT module: {0}")]
+    Jit(String),
 }
 
 /// Options for writing the object.
