@@ -129,6 +129,8 @@ impl JitSink {
         let mut bodies: Vec<_> = emitted.compiled.bodies.iter().collect();
         bodies.sort_unstable_by_key(|(f, _)| **f);
         let libcall_name = default_libcall_names();
+        // Each name looked up once, however many relocations name it.
+        let mut found: HashSet<String> = HashSet::new();
         for (&f, body) in bodies {
             for reloc in &body.relocs {
                 let outside = match &reloc.name {
@@ -147,12 +149,16 @@ impl JitSink {
                     ModuleRelocTarget::KnownSymbol(known) => Some(format!("{known:?}")),
                     ModuleRelocTarget::FunctionOffset(..) => None,
                 };
-                if let Some(symbol) = outside.filter(|s| !self.finds(s)) {
+                let Some(symbol) = outside.filter(|s| !found.contains(s)) else {
+                    continue;
+                };
+                if !self.finds(&symbol) {
                     return Err(EmitError::UnresolvedSymbol {
                         function: emitted.module.get(f).name.to_string(),
                         symbol,
                     });
                 }
+                found.insert(symbol);
             }
         }
         Ok(())
