@@ -1595,15 +1595,7 @@ fn constant_swap_family(
     let linkage = rng.pick(&["l", "d", "x"]);
     let template_seed = rng.next_u64();
     let ops = 6 + rng.below(6);
-    let mut constants = vec![0i64; width];
-    for k in 0..width {
-        constants[k] = loop {
-            let c = 3 + rng.below(250) as i64;
-            if !constants[..k].contains(&c) {
-                break c;
-            }
-        };
-    }
+    let constants = distinct_constants(rng, width);
     const PERMUTATIONS: [[usize; 3]; 6] = [
         [0, 1, 2],
         [1, 0, 2],
@@ -1619,13 +1611,7 @@ fn constant_swap_family(
         // a seed's module does not change); more, a shuffle.
         let p = match width {
             3 => rng.pick(&PERMUTATIONS[1..]).to_vec(),
-            _ => {
-                let mut p: Vec<usize> = (0..width).collect();
-                for i in (1..width).rev() {
-                    p.swap(i, rng.below(i + 1));
-                }
-                p
-            }
+            _ => shuffled(rng, width),
         };
         if !orders.contains(&p) {
             orders.push(p);
@@ -1651,6 +1637,27 @@ fn constant_swap_family(
         sig,
         level: 0,
     }
+}
+
+/// `n` distinct constants, 3 to 252, drawn from `rng`.
+fn distinct_constants(rng: &mut Rng, n: usize) -> Vec<i64> {
+    let mut constants = Vec::with_capacity(n);
+    while constants.len() < n {
+        let c = 3 + rng.below(250) as i64;
+        if !constants.contains(&c) {
+            constants.push(c);
+        }
+    }
+    constants
+}
+
+/// A permutation of `0..n` drawn from `rng` (Fisher–Yates).
+fn shuffled(rng: &mut Rng, n: usize) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        p.swap(i, rng.below(i + 1));
+    }
+    p
 }
 
 /// The variants of a family of `n` members: the first is the template; the others are
@@ -2133,38 +2140,29 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         (shape.helper_families, shape.entry_families),
         &mut module,
     );
-    // Near-twin families, from an RNG of their own, numbered after the others.
-    built.add(
-        &mut rng_for(rng::mix(seed, 0x7717_4A11_6E5D)),
-        shape,
-        Kind::NearTwin,
-        (shape.twin_helper_families, shape.twin_entry_families),
-        &mut module,
-    );
-    // Constant-swap families, from an RNG of their own, numbered after those.
-    built.add(
-        &mut rng_for(rng::mix(seed, 0xC05A_A9F1_71E5)),
-        shape,
-        Kind::ConstantSwap,
-        (shape.constant_swap_families, 0),
-        &mut module,
-    );
-    // Wide constant-swap families, from an RNG of their own, numbered after those.
-    built.add(
-        &mut rng_for(rng::mix(seed, 0x3A1D_E5CA_7A11)),
-        shape,
-        Kind::WideConstantSwap,
-        (shape.wide_constant_swap_families, 0),
-        &mut module,
-    );
-    // Vector families, from an RNG of their own, numbered after those.
-    built.add(
-        &mut rng_for(rng::mix(seed, 0x51ED_7EC7_0A11)),
-        shape,
-        Kind::Vector,
-        (shape.vector_families, 0),
-        &mut module,
-    );
+    // Then, each kind from an RNG of its own and numbered after those before it: the
+    // near-twin families, the constant-swap families, the wide ones and the vector ones.
+    for (kind, mix, counts) in [
+        (
+            Kind::NearTwin,
+            0x7717_4A11_6E5D,
+            (shape.twin_helper_families, shape.twin_entry_families),
+        ),
+        (
+            Kind::ConstantSwap,
+            0xC05A_A9F1_71E5,
+            (shape.constant_swap_families, 0),
+        ),
+        (
+            Kind::WideConstantSwap,
+            0x3A1D_E5CA_7A11,
+            (shape.wide_constant_swap_families, 0),
+        ),
+        (Kind::Vector, 0x51ED_7EC7_0A11, (shape.vector_families, 0)),
+    ] {
+        let mut rng = rng_for(rng::mix(seed, mix));
+        built.add(&mut rng, shape, kind, counts, &mut module);
+    }
     let Families {
         helpers,
         mut entries,

@@ -281,6 +281,12 @@ impl Config {
     fn addresses_insignificant(self) -> bool {
         self.mode == Mode::Aliases || self.variant == Variant::AddressesInsignificant
     }
+
+    /// Whether merge-similar runs (`--merge-functions disabled` merges nothing, by
+    /// merge-similar neither).
+    fn merges_similar(self) -> bool {
+        self.similar && self.mode != Mode::Disabled
+    }
 }
 
 /// What one call printed: the result (or `@` and the entries its address equals) and the
@@ -415,8 +421,7 @@ fn constant_swaps_share_a_body(
     similar: Option<&clif_merge::merge::similar::SimilarReport>,
     name: impl Fn(&str) -> String,
 ) -> Result<(), String> {
-    // `--merge-functions disabled` merges nothing, by merge-similar neither.
-    if !config.similar || config.mode == Mode::Disabled {
+    if !config.merges_similar() {
         return Ok(());
     }
     let groups = similar.map_or(&[][..], |r| &r.groups[..]);
@@ -448,10 +453,7 @@ fn vector_twins_merge_by_alignment(
     similar: Option<&clif_merge::merge::similar::SimilarReport>,
     name: impl Fn(&str) -> String,
 ) -> Result<(), String> {
-    if !config.similar
-        || config.mode == Mode::Disabled
-        || config.variant == Variant::NoAlignmentMerging
-    {
+    if !config.merges_similar() || config.variant == Variant::NoAlignmentMerging {
         return Ok(());
     }
     let groups = similar.map_or(&[][..], |r| &r.groups[..]);

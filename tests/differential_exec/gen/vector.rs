@@ -74,15 +74,8 @@ pub(super) fn vector_family(
     let linkage = rng.pick(&["l", "d", "x"]);
     let chain_seed = rng.next_u64();
     let swap = rng.chance(50);
-    let mut constants = [0i32; 3];
-    for k in 0..3 {
-        constants[k] = loop {
-            let c = 3 + rng.below(250) as i32;
-            if !constants[..k].contains(&c) {
-                break c;
-            }
-        };
-    }
+    let drawn = super::distinct_constants(rng, 3);
+    let constants = [0, 1, 2].map(|k| drawn[k] as i32);
     let lanes = [0; 4].map(|_| rng.next_u64() as i32);
     let template = Member {
         constants,
@@ -98,11 +91,8 @@ pub(super) fn vector_family(
     while members.len() < n {
         let mut m = template;
         if swap {
-            let mut order = [0, 1, 2];
-            for i in (1..3).rev() {
-                order.swap(i, rng.below(i + 1));
-            }
-            m.constants = order.map(|i| constants[i]);
+            let order = super::shuffled(rng, 3);
+            m.constants = [0, 1, 2].map(|k| constants[order[k]]);
         } else {
             match rng.below(6) {
                 0 => {
