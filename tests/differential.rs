@@ -10,9 +10,9 @@
 //! command line's other options ([`Variant`]: `--function-sections` linked with
 //! `--gc-sections`, `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks`, `--emit-clif` with the
-//! CLIF compiled as written, aarch64's `use_bti=true` in a shared library whose branch
-//! protection is enforced and `sign_return_address=true`, and the plugin's same options in
-//! the JIT but for function sections, CLIF and branch protection), one per program in turn.
+//! CLIF compiled as written, aarch64's `use_bti=true` where branch protection is enforced
+//! and `sign_return_address=true`, and the plugin's same options in the JIT but for
+//! function sections and CLIF), one per program in turn.
 //! Every entry must return the same results on the same
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias

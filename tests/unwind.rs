@@ -939,7 +939,7 @@ fn aarch64_jit_output(
     let frames = dir.join("eh_frame.bin");
     std::fs::write(&frames, &eh_frame).unwrap();
     let mut source = harness_prelude();
-    source += &jit_region::loader_c(&image, base, len, &IMAGE_IMPORTS);
+    source += &jit_region::loader_c(&image, base, len, &IMAGE_IMPORTS, false);
     source += "extern \"C\" void __register_frame(void *);\nint main() {\n  load_image();\n";
     source += &format!(
         "  static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); return 3; }}\n  fclose(f);\n  __register_frame(frames);\n",

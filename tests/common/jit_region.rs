@@ -144,13 +144,17 @@ pub fn stub_address(base: usize, imports: &[(&str, &str)], name: &str) -> Option
 
 /// The loader's part of a C or C++ harness (`load_image()`): map `image` (written from a
 /// region at `base`, `len` bytes) at `base`, fill a stub per entry of `imports` (see
-/// [`stub_address`]), make it executable. Valid C and C++; the harness includes `<stdint.h>` and `<stdio.h>`
-/// before it.
+/// [`stub_address`]), make it executable. With `guarded`, everything after the stubs' page
+/// (the code cranelift-jit wrote for aarch64 with `use_bti`) is mapped guarded
+/// (`PROT_BTI`): an indirect branch into it that lands anywhere but a landing pad is an
+/// illegal instruction. Valid C and C++; the harness includes `<stdint.h>` and
+/// `<stdio.h>` before it.
 pub fn loader_c(
     image: &std::path::Path,
     base: usize,
     len: usize,
     imports: &[(&str, &str)],
+    guarded: bool,
 ) -> String {
     let mut s = String::from(
         "#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n#include <sys/mman.h>\n",
@@ -176,8 +180,13 @@ pub fn loader_c(
         ));
     }
     s.push_str(
-        "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n\
-         \x20 __builtin___clear_cache((char *)p, (char *)p + len);\n}\n",
+        "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n",
     );
+    if guarded {
+        s.push_str(&format!(
+            "  if (mprotect((char *)p + {STUB_PAGE}, mapped - {STUB_PAGE}, PROT_READ | PROT_WRITE | PROT_EXEC | PROT_BTI) != 0) {{ perror(\"mprotect with PROT_BTI\"); exit(3); }}\n"
+        ));
+    }
+    s.push_str("  __builtin___clear_cache((char *)p, (char *)p + len);\n}\n");
     s
 }

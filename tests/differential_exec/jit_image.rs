@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use clif_merge::TargetInfo;
 
 use super::jit_region::{self, Region};
-use super::{c_harness, command, parse_results, Config, Entries, Program, Results};
+use super::{c_harness, command, parse_results, Config, Entries, Program, Results, Variant};
 
 /// Build `program` as `config` (an aarch64 JIT configuration) into an image, and run it
 /// under qemu with the C harness; `dir` is a scratch directory of its own.
@@ -56,6 +56,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
         base,
         len,
         addresses: &addresses,
+        guarded: config.variant == Variant::BranchProtection,
     };
     let harness = dir.join("harness.c");
     std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;
@@ -96,7 +97,8 @@ pub fn stub_address(base: usize, name: &str) -> Option<usize> {
 }
 
 /// The loader's part of the C harness: map `image` (written from a region at `base`,
-/// `len` bytes) at `base`, fill the import stubs, make it executable.
-pub fn loader_c(image: &Path, base: usize, len: usize) -> String {
-    jit_region::loader_c(image, base, len, &LOADER_IMPORTS)
+/// `len` bytes) at `base`, fill the import stubs, make it executable (`guarded`: its code
+/// guarded by branch protection).
+pub fn loader_c(image: &Path, base: usize, len: usize, guarded: bool) -> String {
+    jit_region::loader_c(image, base, len, &LOADER_IMPORTS, guarded)
 }

@@ -18,9 +18,8 @@
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
 //! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
 //! object that runs, and aarch64's branch protection and pointer authentication; the JIT
-//! builds with the plugin's same options, but for function sections, CLIF and branch
-//! protection), in `trampolines` and `aliases` with merge-similar; each program takes one,
-//! in turn.
+//! builds with the plugin's same options, but for function sections and CLIF), in
+//! `trampolines` and `aliases` with merge-similar; each program takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -161,14 +160,15 @@ pub enum Variant {
     /// `--clif-thunks`: thunks compiled from CLIF (a call and a return, or a tail call)
     /// instead of written as a jump, as on targets that have no jump thunk.
     ClifThunks,
-    /// aarch64's branch protection, `--set use_bti=true`, where it is enforced: the shared
-    /// library is linked with `-z force-bti` (and without the C runtime's start files,
-    /// which have no landing pads), so the dynamic loader maps its code guarded, and an
-    /// indirect call into it (the harness calls every entry through a pointer) or an
-    /// indirect branch within it that lands anywhere but a landing pad is an illegal
-    /// instruction under qemu. The shared library only: this cross toolchain's start
-    /// files, in every executable, have no landing pads, and the JIT image's loader maps
-    /// no guarded pages.
+    /// aarch64's branch protection, `--set use_bti=true` (the plugin's ISA the same), where
+    /// it is enforced, so that an indirect call into the code (the harness calls every
+    /// entry through a pointer) or an indirect branch within it that lands anywhere but a
+    /// landing pad is an illegal instruction under qemu: the shared library and the
+    /// executable are linked with `-z force-bti`, so that the loader maps their code
+    /// guarded (without the C runtime's start files, which in this cross toolchain have
+    /// no landing pads: the executable starts at [`START_WITH_LANDING_PAD`], and its
+    /// harness has landing pads, [`harness_flags`]); the JIT image's loader maps the image's
+    /// code guarded (`PROT_BTI`), all but the page of its import stubs.
     BranchProtection,
     /// aarch64's pointer authentication, `--set sign_return_address=true`: every function
     /// that saves its return address signs it on entry and authenticates it before
@@ -238,7 +238,7 @@ impl Variant {
     /// its own, and the plugin writes no CLIF).
     pub fn applies(self, arch: Arch, output: Output) -> bool {
         match self {
-            Variant::BranchProtection => arch == Arch::Aarch64 && output == Output::SharedLibrary,
+            Variant::BranchProtection => arch == Arch::Aarch64,
             Variant::PointerAuthentication => arch == Arch::Aarch64,
             Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
@@ -523,12 +523,20 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let cc = config.arch.cc();
     // How the object is linked, into the shared library and into the executable: with a
     // section per function as its users link it (sections no relocation or symbol keeps
-    // alive are dropped); with branch protection guarded ([`Variant::BranchProtection`]);
-    // otherwise as it is.
-    let (library_flags, executable_flags): (&[&str], &[&str]) = match config.variant {
-        Variant::FunctionSections => (&["-Wl,--gc-sections"], &["-Wl,--gc-sections"]),
-        Variant::BranchProtection => (&["-nostartfiles", "-Wl,-z,force-bti"], &[]),
-        _ => (&[], &[]),
+    // alive are dropped); with branch protection guarded ([`Variant::BranchProtection`]),
+    // the executable from a start file with a landing pad; otherwise as it is.
+    let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
+    {
+        Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
+        Variant::BranchProtection => {
+            let start = dir.join("start.S");
+            std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
+            let flags = ["-nostartfiles", "-Wl,-z,force-bti"];
+            let mut flags: Vec<std::ffi::OsString> = flags.map(Into::into).to_vec();
+            flags.push(start.into());
+            (&["-nostartfiles", "-Wl,-z,force-bti"], flags)
+        }
+        _ => (&[], Vec::new()),
     };
     match config.output {
         Output::SharedLibrary => {
@@ -555,7 +563,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             command(
                 Command::new(cc)
                     .args(["-O1", "-fno-omit-frame-pointer", "-no-pie"])
-                    .args(executable_flags)
+                    .args(harness_flags(config.arch))
+                    .args(&executable_flags)
                     .arg("-o")
                     .arg(&exe)
                     .arg(&harness)
@@ -576,6 +585,44 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     parse_results(&stdout)
 }
 
+/// How the harness of an executable is compiled besides its defaults: on aarch64 with
+/// landing pads ([`Variant::BranchProtection`] links it guarded), in every build alike, so
+/// that the return addresses entries see (offsets into the harness's code) are the same
+/// with and without branch protection.
+fn harness_flags(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::Aarch64 => &["-mbranch-protection=bti"],
+        Arch::X86_64 => &[],
+    }
+}
+
+/// The start of an aarch64 executable whose code is guarded by branch protection: the
+/// C runtime's `_start` (`crt1.o`) of this cross toolchain has no landing pad, and the
+/// loader enters the program with an indirect branch. This one has one, and calls
+/// `__libc_start_main` as `crt1.o` does (glibc 2.34 and later run the constructors
+/// themselves: no `init` or `fini` is passed).
+pub const START_WITH_LANDING_PAD: &str = "\
+\t.text
+\t.globl _start
+\t.type _start, %function
+_start:
+\tbti jc
+\tmov x29, #0
+\tmov x30, #0
+\tmov x5, x0
+\tldr x1, [sp]
+\tadd x2, sp, #8
+\tmov x6, sp
+\tadrp x0, main
+\tadd x0, x0, :lo12:main
+\tmov x3, #0
+\tmov x4, #0
+\tbl __libc_start_main
+\tbrk #0
+\t.size _start, .-_start
+\t.section .note.GNU-stack,\"\",%progbits
+";
+
 fn parse_results(stdout: &str) -> Result<Results, String> {
     let mut results = Results::new();
     for line in stdout.lines() {
@@ -595,12 +642,14 @@ pub enum Entries<'a> {
     /// Linked with it, by name.
     Linked,
     /// In a JIT image ([`jit_image`]) that it loads first: the image file, the address
-    /// it was built at and its length, and each entry's address.
+    /// it was built at and its length, each entry's address, and whether its code is
+    /// mapped guarded by branch protection.
     Image {
         path: &'a Path,
         base: usize,
         len: usize,
         addresses: &'a [usize],
+        guarded: bool,
     },
 }
 
@@ -618,9 +667,13 @@ fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
             s.push_str("static void load_image(void) {}\n");
         }
         Entries::Image {
-            path, base, len, ..
+            path,
+            base,
+            len,
+            guarded,
+            ..
         } => {
-            s.push_str(&jit_image::loader_c(path, *base, *len));
+            s.push_str(&jit_image::loader_c(path, *base, *len, *guarded));
         }
     }
     s.push_str("static void (*const SYMS[])(void) = {\n");
@@ -893,6 +946,7 @@ pub mod jit {
             Variant::PointerAuthentication => {
                 settings.push(("sign_return_address".into(), "true".into()))
             }
+            Variant::BranchProtection => settings.push(("use_bti".into(), "true".into())),
             _ => {}
         }
         for setting in &program.settings {
