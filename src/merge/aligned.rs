@@ -277,9 +277,10 @@ pub enum Declined {
     Thunk,
     /// A member reads its frame, and a thunk would add one.
     FrameReader,
-    /// Under branch protection, the body would tail-call through a register where the
-    /// members tail-called directly ([`super::similar::adds_indirect_tail_calls`]).
-    IndirectTailCall,
+    /// Under branch protection, the body would branch through a register onto what may be
+    /// no landing pad where the members called directly
+    /// ([`super::similar::adds_unlanded_indirect_branches`]).
+    UnlandedIndirectBranch,
     /// The two thunks take at least what the smaller member would save (the body holds at
     /// least the larger member): not aligned.
     Thunks {
@@ -315,10 +316,11 @@ impl std::fmt::Display for Declined {
                 f,
                 "one reads its frame, and a thunk into the merged body would add a frame"
             ),
-            Declined::IndirectTailCall => write!(
+            Declined::UnlandedIndirectBranch => write!(
                 f,
-                "the merged body would tail-call through a register, which branch protection \
-                 stops where the two tail-call directly"
+                "the merged body would call through a register where the two call directly, \
+                 onto code that is no landing pad under branch protection (a tail call, or a \
+                 call of a `tail` function when return addresses are signed)"
             ),
             Declined::Thunks { thunks, smaller } => write!(
                 f,
@@ -394,9 +396,10 @@ pub fn try_pair(
     let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
         .ok_or(Declined::OutOfScope)?;
     debug_assert_eq!(body.signature, signature);
-    if isa.is_branch_protection_enabled() && super::similar::adds_indirect_tail_calls(&body, [l, r])
+    if super::similar::BranchProtection::of(isa)
+        .is_some_and(|p| super::similar::adds_unlanded_indirect_branches(&body, [l, r], p))
     {
-        return Err(Declined::IndirectTailCall);
+        return Err(Declined::UnlandedIndirectBranch);
     }
     let before = pair.member_bytes[0] + pair.member_bytes[1];
     let after = isa.text_size(&body) + thunk_bytes;

@@ -39,12 +39,22 @@
 //!    moves the body's frame down by what it adds. The report counts the groups this rule
 //!    keeps apart.
 //! 5. **Branch protection.** With aarch64's `use_bti`, a group is not merged when its
-//!    body tail-calls through a register where the members tail-called directly (a callee
-//!    hole in a `return_call`): Cranelift's `return_call_indirect` is a `br` through any
-//!    register, which may land only on a `bti j` or `bti jc` pad, and every function it
-//!    compiles starts with `bti c`, so the merged code would stop with an illegal
-//!    instruction where the members ran ([`adds_indirect_tail_calls`]; merging by
-//!    alignment follows the same rule).
+//!    body branches through a register, where the members branched directly (a callee
+//!    hole), onto code that is no landing pad for that branch
+//!    ([`adds_unlanded_indirect_branches`]; merging by alignment follows the same rule):
+//!    - a tail call: Cranelift's `return_call_indirect` is a `br` through any register,
+//!      which may land only on a `bti j` or `bti jc` pad, and every function it compiles
+//!      starts with `bti c`;
+//!    - with `sign_return_address` too, a call of a `tail` function: Cranelift signs the
+//!      return address of a `tail` function that has a frame with `paciaz` (a zero
+//!      modifier, since tail calls move the stack pointer) and starts it with that instead
+//!      of `bti c`, and unlike `paciasp` it is no landing pad, so such a function can be
+//!      called directly only (the differential tests found it, running
+//!      `-mbranch-protection=standard`'s pair of settings where branch protection is
+//!      enforced).
+//!
+//!    Either way the merged code would stop with an illegal instruction where the members
+//!    ran.
 //! 6. **Cost.** A group is merged only when the body and the thunks take fewer `.text`
 //!    bytes than the originals, by the sizes [`CodeFacts`] gives: exact for a thunk
 //!    written directly as machine code, estimated from the IR for everything else
@@ -453,27 +463,71 @@ enum NotBuilt {
     Unbuildable,
     /// A member reads its frame and a thunk would add one (the frame rule).
     FrameReaderBehindFramedThunk,
-    /// The body would tail-call through a register under branch protection.
-    IndirectTailCallUnderBranchProtection,
+    /// The body would branch through a register onto no landing pad under branch
+    /// protection.
+    UnlandedIndirectBranch,
 }
 
-/// Whether `body` tail-calls through a register (`return_call_indirect`) more often than
-/// any of `members` does: where a merge turned direct tail calls into one through a
-/// register (a callee hole). Under branch protection that call cannot land on a function
-/// Cranelift compiled (the branch-protection rule above). Only blocks reachable from the
-/// entry count: one a member never runs must not stand for a call its body makes.
-pub fn adds_indirect_tail_calls<'f>(
+/// What aarch64's branch protection, where `isa` has it on (`use_bti`), lets an indirect
+/// branch land on in code Cranelift compiled (the branch-protection rule above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BranchProtection {
+    /// Return addresses are signed (`sign_return_address`): a `tail` function with a
+    /// frame starts with `paciaz`, no landing pad, and can be called directly only.
+    pub signs_return_addresses: bool,
+}
+
+impl BranchProtection {
+    /// `isa`'s, or `None` when it has no branch protection.
+    pub fn of(isa: &dyn TargetIsa) -> Option<BranchProtection> {
+        let signs = (isa.isa_flags().iter())
+            .any(|v| v.name == "sign_return_address" && v.as_bool() == Some(true));
+        isa.is_branch_protection_enabled()
+            .then_some(BranchProtection {
+                signs_return_addresses: signs,
+            })
+    }
+}
+
+/// Whether `body` branches through a register onto what may be no landing pad under
+/// `protection` more often than any of `members` does: where a merge turned direct calls
+/// into calls through a register (a callee hole) that branch protection stops. Counted
+/// apart: tail calls through a register (`return_call_indirect`, a `br` that no function
+/// Cranelift compiled accepts), and, when return addresses are signed, other calls
+/// through a register of a `tail` function (whose `paciaz` is no landing pad). Only
+/// blocks reachable from the entry count: one a member never runs must not stand for a
+/// call its body makes.
+pub fn adds_unlanded_indirect_branches<'f>(
     body: &Function,
     members: impl IntoIterator<Item = &'f Function>,
+    protection: BranchProtection,
 ) -> bool {
     let count = |f: &Function| {
-        CfgWalk::new(f)
-            .flat_map(|b| f.layout.block_insts(b))
-            .filter(|&i| f.dfg.insts[i].opcode() == ir::Opcode::ReturnCallIndirect)
-            .count()
+        let mut counts = [0usize; 2];
+        for inst in CfgWalk::new(f).flat_map(|b| f.layout.block_insts(b)) {
+            let tail_callee = || {
+                f.dfg
+                    .call_signature(inst)
+                    .is_some_and(|sig| f.dfg.signatures[sig].call_conv == CallConv::Tail)
+            };
+            match f.dfg.insts[inst].opcode() {
+                ir::Opcode::ReturnCallIndirect => counts[0] += 1,
+                ir::Opcode::CallIndirect | ir::Opcode::TryCallIndirect
+                    if protection.signs_return_addresses && tail_callee() =>
+                {
+                    counts[1] += 1
+                }
+                _ => {}
+            }
+        }
+        counts
     };
-    let most = members.into_iter().map(count).max().unwrap_or(0);
-    count(body) > most
+    let most = members
+        .into_iter()
+        .map(count)
+        .fold([0, 0], |a, b| [a[0].max(b[0]), a[1].max(b[1])]);
+    let added = count(body);
+    added[0] > most[0] || added[1] > most[1]
 }
 
 /// Build every candidate in parallel (in candidate order), or say why not: the body cannot
@@ -505,9 +559,10 @@ fn build_all(
                 return Err(NotBuilt::FrameReaderBehindFramedThunk);
             }
             let members = c.members.iter().map(|&m| &module.get(m).func);
-            if isa.is_branch_protection_enabled() && adds_indirect_tail_calls(&built.body, members)
+            if BranchProtection::of(isa)
+                .is_some_and(|p| adds_unlanded_indirect_branches(&built.body, members, p))
             {
-                return Err(NotBuilt::IndirectTailCallUnderBranchProtection);
+                return Err(NotBuilt::UnlandedIndirectBranch);
             }
             Ok((c.clone(), built))
         })
@@ -1300,11 +1355,75 @@ mod tests {
             ))
         };
         let (with_dead, plain) = (member("a", true), member("b", false));
-        assert!(adds_indirect_tail_calls(&body, [&with_dead, &plain]));
-        assert!(adds_indirect_tail_calls(&body, [&with_dead]));
+        let bti = BranchProtection {
+            signs_return_addresses: false,
+        };
+        assert!(adds_unlanded_indirect_branches(
+            &body,
+            [&with_dead, &plain],
+            bti
+        ));
+        assert!(adds_unlanded_indirect_branches(&body, [&with_dead], bti));
         // A member that makes the call itself, where it runs (the body's own CLIF): nothing
         // is added.
-        assert!(!adds_indirect_tail_calls(&body, [&body, &plain]));
+        assert!(!adds_unlanded_indirect_branches(
+            &body,
+            [&body, &plain],
+            bti
+        ));
+    }
+
+    /// With return addresses signed, a call through a register of a `tail` function is
+    /// one branch protection stops (its `paciaz` is no landing pad); of another function,
+    /// or with return addresses not signed, it is not.
+    #[test]
+    fn a_call_of_a_tail_function_through_a_register_is_unlanded_when_returns_are_signed() {
+        let body = |conv: &str| {
+            function(&format!(
+                "function %body(i64, i64) -> i64 system_v {{
+                    sig0 = (i64) -> i64 {conv}
+                block0(v0: i64, v1: i64):
+                    v2 = call_indirect sig0, v1(v0)
+                    return v2
+                }}"
+            ))
+        };
+        let member = |conv: &str| {
+            function(&format!(
+                "function %m(i64) -> i64 system_v {{
+                    fn0 = colocated %callee(i64) -> i64 {conv}
+                block0(v0: i64):
+                    v1 = call fn0(v0)
+                    return v1
+                }}"
+            ))
+        };
+        let [signed, unsigned] = [true, false].map(|signs_return_addresses| BranchProtection {
+            signs_return_addresses,
+        });
+        let (tail, system_v) = (member("tail"), member("system_v"));
+        assert!(adds_unlanded_indirect_branches(
+            &body("tail"),
+            [&tail],
+            signed
+        ));
+        assert!(!adds_unlanded_indirect_branches(
+            &body("tail"),
+            [&tail],
+            unsigned
+        ));
+        assert!(!adds_unlanded_indirect_branches(
+            &body("system_v"),
+            [&system_v],
+            signed
+        ));
+        // A member that already calls it through a register: nothing is added.
+        let tail_body = body("tail");
+        assert!(!adds_unlanded_indirect_branches(
+            &tail_body,
+            [&tail_body, &tail],
+            signed
+        ));
     }
 
     /// `%name`: a constant after its own argument, then a call of `%g` with both: a register

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use clif_merge::TargetInfo;
 
 use super::jit_region::{self, Region};
-use super::{c_harness, command, parse_results, Config, Entries, Program, Results, Variant};
+use super::{c_harness, command, parse_results, Config, Entries, Program, Results};
 
 /// Build `program` as `config` (an aarch64 JIT configuration) into an image, and run it
 /// under qemu with the C harness; `dir` is a scratch directory of its own.
@@ -56,7 +56,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
         base,
         len,
         addresses: &addresses,
-        guarded: config.variant == Variant::BranchProtection,
+        guarded: config.variant.guarded(),
     };
     let harness = dir.join("harness.c");
     std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;

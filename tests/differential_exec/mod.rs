@@ -17,7 +17,8 @@
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
 //! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
-//! object that runs, and aarch64's branch protection and pointer authentication; the JIT
+//! object that runs, and aarch64's branch protection and pointer authentication, alone and
+//! together; the JIT
 //! builds with the plugin's same options, but for function sections and CLIF), in
 //! `trampolines` and `aliases` with merge-similar; each program takes one, in turn.
 //!
@@ -175,11 +176,16 @@ pub enum Variant {
     /// returning (qemu's CPU has the instructions, so a wrong signature faults), and a
     /// function that reads its return address strips the signature (`xpaclri`).
     PointerAuthentication,
+    /// Both, as `-mbranch-protection=standard` builds C code: `--set use_bti=true --set
+    /// sign_return_address=true`, enforced as with [`Variant::BranchProtection`]. A function
+    /// that signs its return address then starts with `paciasp`, which is its landing pad,
+    /// instead of `bti c`.
+    StandardBranchProtection,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 10] = [
+    pub const OTHERS: [Variant; 11] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -190,6 +196,7 @@ impl Variant {
         Variant::ClifThunks,
         Variant::BranchProtection,
         Variant::PointerAuthentication,
+        Variant::StandardBranchProtection,
     ];
 
     /// The command-line arguments it adds.
@@ -207,6 +214,26 @@ impl Variant {
             Variant::ClifThunks => &["--clif-thunks"],
             Variant::BranchProtection => &["--set", "use_bti=true"],
             Variant::PointerAuthentication => &["--set", "sign_return_address=true"],
+            Variant::StandardBranchProtection => {
+                &["--set", "use_bti=true", "--set", "sign_return_address=true"]
+            }
+        }
+    }
+
+    /// Whether its code runs where aarch64's branch protection is enforced (guarded pages).
+    pub fn guarded(self) -> bool {
+        match self {
+            Variant::BranchProtection | Variant::StandardBranchProtection => true,
+            Variant::Plain
+            | Variant::FunctionSections
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::NoUnwindInfo
+            | Variant::EmittedClif
+            | Variant::ClifThunks
+            | Variant::PointerAuthentication => false,
         }
     }
 
@@ -231,6 +258,7 @@ impl Variant {
             Variant::ClifThunks => "clif-thunks",
             Variant::BranchProtection => "branch-protection",
             Variant::PointerAuthentication => "pointer-authentication",
+            Variant::StandardBranchProtection => "branch-protection-standard",
         }
     }
 
@@ -239,7 +267,9 @@ impl Variant {
     pub fn applies(self, arch: Arch, output: Output) -> bool {
         match self {
             Variant::BranchProtection => arch == Arch::Aarch64,
-            Variant::PointerAuthentication => arch == Arch::Aarch64,
+            Variant::PointerAuthentication | Variant::StandardBranchProtection => {
+                arch == Arch::Aarch64
+            }
             Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
             | Variant::AddressesInsignificant
@@ -528,7 +558,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
     {
         Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
-        Variant::BranchProtection => {
+        _ if config.variant.guarded() => {
             let start = dir.join("start.S");
             std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
             let flags = ["-nostartfiles", "-Wl,-z,force-bti"];
@@ -947,6 +977,10 @@ pub mod jit {
                 settings.push(("sign_return_address".into(), "true".into()))
             }
             Variant::BranchProtection => settings.push(("use_bti".into(), "true".into())),
+            Variant::StandardBranchProtection => {
+                settings.push(("use_bti".into(), "true".into()));
+                settings.push(("sign_return_address".into(), "true".into()));
+            }
             _ => {}
         }
         for setting in &program.settings {
