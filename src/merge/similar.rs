@@ -480,11 +480,11 @@ pub struct BranchProtection {
 impl BranchProtection {
     /// `isa`'s, or `None` when it has no branch protection.
     pub fn of(isa: &dyn TargetIsa) -> Option<BranchProtection> {
-        let signs = (isa.isa_flags().iter())
-            .any(|v| v.name == "sign_return_address" && v.as_bool() == Some(true));
+        // Asked for every group and pair: the flags are listed only where it matters.
         isa.is_branch_protection_enabled()
-            .then_some(BranchProtection {
-                signs_return_addresses: signs,
+            .then(|| BranchProtection {
+                signs_return_addresses: (isa.isa_flags().iter())
+                    .any(|v| v.name == "sign_return_address" && v.as_bool() == Some(true)),
             })
     }
 }
