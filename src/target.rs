@@ -13,6 +13,7 @@
 use std::str::FromStr;
 
 use cranelift_codegen::ir::{types, Type};
+use cranelift_codegen::isa::TargetIsa;
 use target_lexicon::{Architecture, BinaryFormat, Triple};
 
 use crate::Error;
@@ -101,4 +102,12 @@ impl TargetInfo {
             _ => None,
         }
     }
+}
+
+/// Whether the ISA setting `name` (an `isa_flags` entry, such as aarch64's
+/// `sign_return_address`) is on in `isa`.
+pub fn isa_flag(isa: &dyn TargetIsa, name: &str) -> bool {
+    isa.isa_flags()
+        .iter()
+        .any(|v| v.name == name && v.as_bool() == Some(true))
 }

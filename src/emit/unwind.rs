@@ -87,6 +87,7 @@ use gimli::write::{
 };
 
 use super::EmitError;
+use crate::target::isa_flag;
 
 /// The unwind information of the functions defined in one module, by id.
 #[derive(Clone, Debug)]
@@ -440,13 +441,6 @@ fn is_aarch64(isa: &dyn TargetIsa) -> bool {
         isa.triple().architecture,
         target_lexicon::Architecture::Aarch64(_)
     )
-}
-
-/// Whether the ISA setting `name` is on.
-fn isa_flag(isa: &dyn TargetIsa, name: &str) -> bool {
-    isa.isa_flags()
-        .iter()
-        .any(|v| v.name == name && v.as_bool() == Some(true))
 }
 
 /// Whether `isa` signs return addresses with aarch64's B key where a System V CIE

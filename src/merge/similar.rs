@@ -100,7 +100,7 @@ use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::walk::CfgWalk;
 use crate::detect::Permissions;
 use crate::names::{external_name, fresh_symbol, user_func_name, FuncName};
-use crate::target::TargetInfo;
+use crate::target::{isa_flag, TargetInfo};
 
 /// Most parameters a shared body may add, whatever the calling convention. For `tail`
 /// functions, whose thunks pass what does not fit the argument registers on the stack,
@@ -483,8 +483,7 @@ impl BranchProtection {
         // Asked for every group and pair: the flags are listed only where it matters.
         isa.is_branch_protection_enabled()
             .then(|| BranchProtection {
-                signs_return_addresses: (isa.isa_flags().iter())
-                    .any(|v| v.name == "sign_return_address" && v.as_bool() == Some(true)),
+                signs_return_addresses: isa_flag(isa, "sign_return_address"),
             })
     }
 }
