@@ -1046,16 +1046,17 @@ block0(v0: i8x16, v1: i8x16):
     let module = exported_module(clif, "missing.clif");
     let target = TargetInfo::host();
     let plan = clif_merge::merge(&module, &target, &options(MergeMode::Trampolines));
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let jit = |symbols: Vec<(String, *const u8)>| {
         emit_jit(
             &module,
             &plan,
             &options(MergeMode::Trampolines),
             &EmitOptions::default(),
-            [],
+            symbols,
         )
-        .map(|_| ())
-    }));
+    };
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jit(Vec::new()).map(|_| ())));
     let Ok(result) = outcome else {
         panic!("emit_jit panicked on a symbol it cannot resolve");
     };
@@ -1072,15 +1073,6 @@ block0(v0: i8x16, v1: i8x16):
         "clif_merge_test_nobody_defines_this".to_string(),
         ext_one as *const u8,
     );
-    let jit = |symbols: Vec<(String, *const u8)>| {
-        emit_jit(
-            &module,
-            &plan,
-            &options(MergeMode::Trampolines),
-            &EmitOptions::default(),
-            symbols,
-        )
-    };
     let message = jit(vec![missing.clone()])
         .err()
         .expect("an unprovided libcall must be an error")

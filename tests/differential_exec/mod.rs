@@ -18,9 +18,9 @@
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
 //! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
 //! object that runs, and aarch64's branch protection and pointer authentication, alone and
-//! together; the JIT
-//! builds with the plugin's same options, but for function sections and CLIF), in
-//! `trampolines` and `aliases` with merge-similar; each program takes one, in turn.
+//! together; the JIT builds with the plugin's same options, but for function sections and
+//! CLIF), in `trampolines` and `aliases` with merge-similar; each program takes one, in
+//! turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -266,10 +266,9 @@ impl Variant {
     /// its own, and the plugin writes no CLIF).
     pub fn applies(self, arch: Arch, output: Output) -> bool {
         match self {
-            Variant::BranchProtection => arch == Arch::Aarch64,
-            Variant::PointerAuthentication | Variant::StandardBranchProtection => {
-                arch == Arch::Aarch64
-            }
+            Variant::BranchProtection
+            | Variant::PointerAuthentication
+            | Variant::StandardBranchProtection => arch == Arch::Aarch64,
             Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
             | Variant::AddressesInsignificant
@@ -553,18 +552,16 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let cc = config.arch.cc();
     // How the object is linked, into the shared library and into the executable: with a
     // section per function as its users link it (sections no relocation or symbol keeps
-    // alive are dropped); with branch protection guarded ([`Variant::BranchProtection`]),
-    // the executable from a start file with a landing pad; otherwise as it is.
+    // alive are dropped); with branch protection guarded ([`Variant::guarded`]), the
+    // executable from a start file with a landing pad; otherwise as it is.
     let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
     {
         Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
         _ if config.variant.guarded() => {
             let start = dir.join("start.S");
             std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
-            let flags = ["-nostartfiles", "-Wl,-z,force-bti"];
-            let mut flags: Vec<std::ffi::OsString> = flags.map(Into::into).to_vec();
-            flags.push(start.into());
-            (&["-nostartfiles", "-Wl,-z,force-bti"], flags)
+            let flags = GUARDED_LINK.iter().map(Into::into).chain([start.into()]);
+            (GUARDED_LINK, flags.collect())
         }
         _ => (&[], Vec::new()),
     };
@@ -625,6 +622,11 @@ fn harness_flags(arch: Arch) -> &'static [&'static str] {
         Arch::X86_64 => &[],
     }
 }
+
+/// How code guarded by branch protection is linked: marked so whatever its inputs say, and
+/// without the C runtime's start files, which in this cross toolchain have no landing pads
+/// (an executable starts at [`START_WITH_LANDING_PAD`] instead).
+const GUARDED_LINK: &[&str] = &["-nostartfiles", "-Wl,-z,force-bti"];
 
 /// The start of an aarch64 executable whose code is guarded by branch protection: the
 /// C runtime's `_start` (`crt1.o`) of this cross toolchain has no landing pad, and the
