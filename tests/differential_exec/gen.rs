@@ -152,6 +152,59 @@ pub struct Program {
     pub settings: Vec<String>,
 }
 
+impl Program {
+    /// Make every `tail` function reachable only by direct calls, as Cranelift itself needs
+    /// where a `tail` function is no landing pad ([`super::Variant::tail_functions_unlanded`]:
+    /// aarch64 with `use_bti` and signed return addresses, where Cranelift 0.135 starts one
+    /// that signs with `paciaz` or `pacibz` instead of `bti c`). A callee that is not
+    /// `colocated` (the preemptible helpers, `%hp…`) is called through a register (loaded
+    /// from the GOT with PIC, an absolute address without), and a shared library's callers
+    /// reach a function it exports (the preemptible helpers, and those of default linkage)
+    /// through the PLT's `br x17`: unmerged code stops there with an illegal instruction,
+    /// whatever clif-merge does. Calls of `tail` functions become `colocated`, and those not
+    /// local become hidden; nothing an entry computes changes.
+    pub fn call_tail_functions_directly(&mut self) {
+        let tail_functions: Vec<String> = self
+            .clif
+            .lines()
+            .filter_map(|l| l.strip_prefix("function %"))
+            .filter(|rest| rest.ends_with(" tail {"))
+            .filter_map(|rest| Some(rest[..rest.find('(')?].to_string()))
+            .collect();
+        // `    fnN = %NAME(..) -> .. tail`, the declaration of a callee.
+        let direct = |line: &str| -> Option<String> {
+            let (head, callee) = line.split_once(" = %")?;
+            let number = head.trim_start().strip_prefix("fn")?;
+            let name = &callee[..callee.find('(')?];
+            (number.bytes().all(|b| b.is_ascii_digit()) && tail_functions.iter().any(|f| f == name))
+                .then(|| format!("{head} = colocated %{callee}"))
+        };
+        let mut clif = String::with_capacity(self.clif.len() + 1024);
+        for line in self.clif.lines() {
+            clif.push_str(&direct(line).unwrap_or_else(|| line.to_string()));
+            clif.push('\n');
+        }
+        self.clif = clif;
+        let local = |name: &str| {
+            // The last glob that matches decides, as on the command line.
+            self.linkages
+                .iter()
+                .rev()
+                .find(|(glob, _)| match glob.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => name == glob,
+                })
+                .is_some_and(|(_, linkage)| linkage == "local")
+        };
+        let hidden: Vec<(String, String)> = tail_functions
+            .into_iter()
+            .filter(|f| !local(f))
+            .map(|f| (f, "hidden".to_string()))
+            .collect();
+        self.linkages.extend(hidden);
+    }
+}
+
 /// Helper signatures: parameter types, return type, calling convention.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum HelperSig {

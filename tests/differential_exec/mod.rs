@@ -18,7 +18,7 @@
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
 //! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
 //! object that runs, and aarch64's branch protection and pointer authentication, alone and
-//! together; the JIT builds with the plugin's same options, but for function sections and
+//! together, with the A key and with the B key in every function; the JIT builds with the plugin's same options, but for function sections and
 //! CLIF), in `trampolines` and `aliases` with merge-similar; each program takes one, in
 //! turn.
 //!
@@ -181,11 +181,18 @@ pub enum Variant {
     /// that signs its return address then starts with `paciasp`, which is its landing pad,
     /// instead of `bti c`.
     StandardBranchProtection,
+    /// Both with the B key, in every function, as `-mbranch-protection=pac-ret+leaf+b-key+bti`
+    /// builds C code: `--set use_bti=true --set sign_return_address=true --set
+    /// sign_return_address_with_bkey=true --set sign_return_address_all=true`, enforced as
+    /// with [`Variant::BranchProtection`]. Every function, with a frame or without, signs
+    /// its return address and starts with `pacibsp` (`pacibz` for a `tail` function, which
+    /// is no landing pad), and the CIE of its unwind information says `B`.
+    BKeyBranchProtection,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 11] = [
+    pub const OTHERS: [Variant; 12] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -197,33 +204,113 @@ impl Variant {
         Variant::BranchProtection,
         Variant::PointerAuthentication,
         Variant::StandardBranchProtection,
+        Variant::BKeyBranchProtection,
     ];
 
-    /// The command-line arguments it adds.
-    fn args(self) -> &'static [&'static str] {
-        match self {
-            Variant::Plain => &[],
+    /// The command-line arguments it adds: its options, then `--set` for each of its
+    /// [`Variant::settings`].
+    fn args(self) -> Vec<String> {
+        let options: &[&str] = match self {
             Variant::FunctionSections => &["--function-sections"],
             Variant::AddressesInsignificant => &["--addresses-insignificant"],
             Variant::NoCycles => &["--no-cycles"],
             Variant::NoCodeFolding => &["--no-code-folding"],
             Variant::NoAlignmentMerging => &["--no-alignment-merging"],
-            Variant::NoUnwindInfo => &["--set", "unwind_info=false"],
+            Variant::ClifThunks => &["--clif-thunks"],
             // The CLIF is written besides the object ([`run_object`] names the file).
             Variant::EmittedClif => &[],
-            Variant::ClifThunks => &["--clif-thunks"],
-            Variant::BranchProtection => &["--set", "use_bti=true"],
-            Variant::PointerAuthentication => &["--set", "sign_return_address=true"],
+            Variant::Plain
+            | Variant::NoUnwindInfo
+            | Variant::BranchProtection
+            | Variant::PointerAuthentication
+            | Variant::StandardBranchProtection
+            | Variant::BKeyBranchProtection => &[],
+        };
+        let settings = self
+            .settings()
+            .iter()
+            .flat_map(|(name, value)| ["--set".to_string(), format!("{name}={value}")]);
+        options
+            .iter()
+            .map(|o| o.to_string())
+            .chain(settings)
+            .collect()
+    }
+
+    /// The code-generation settings it sets (`NAME`, `VALUE`), on the command line as in the
+    /// plugin's ISA.
+    pub fn settings(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Variant::NoUnwindInfo => &[("unwind_info", "false")],
+            Variant::BranchProtection => &[("use_bti", "true")],
+            Variant::PointerAuthentication => &[("sign_return_address", "true")],
             Variant::StandardBranchProtection => {
-                &["--set", "use_bti=true", "--set", "sign_return_address=true"]
+                &[("use_bti", "true"), ("sign_return_address", "true")]
             }
+            Variant::BKeyBranchProtection => &[
+                ("use_bti", "true"),
+                ("sign_return_address", "true"),
+                ("sign_return_address_with_bkey", "true"),
+                ("sign_return_address_all", "true"),
+            ],
+            Variant::Plain
+            | Variant::FunctionSections
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::EmittedClif
+            | Variant::ClifThunks => &[],
+        }
+    }
+
+    /// Whether it changes the code of functions that are not merged (a code-generation
+    /// setting, or how the object is written or linked), so that it is also built with
+    /// `--merge-functions disabled`: what then fails is not a merge.
+    pub fn changes_unmerged_code(self) -> bool {
+        match self {
+            Variant::FunctionSections | Variant::EmittedClif => true,
+            Variant::NoUnwindInfo
+            | Variant::BranchProtection
+            | Variant::PointerAuthentication
+            | Variant::StandardBranchProtection
+            | Variant::BKeyBranchProtection => true,
+            Variant::Plain
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::ClifThunks => false,
+        }
+    }
+
+    /// Whether Cranelift starts a `tail` function that signs its return address with an
+    /// instruction that is no landing pad (`paciaz`, `pacibz`) where branch protection is
+    /// enforced: such a function can only be called directly
+    /// ([`gen::Program::call_tail_functions_directly`]).
+    pub fn tail_functions_unlanded(self) -> bool {
+        match self {
+            Variant::StandardBranchProtection | Variant::BKeyBranchProtection => true,
+            Variant::Plain
+            | Variant::FunctionSections
+            | Variant::AddressesInsignificant
+            | Variant::NoCycles
+            | Variant::NoCodeFolding
+            | Variant::NoAlignmentMerging
+            | Variant::NoUnwindInfo
+            | Variant::EmittedClif
+            | Variant::ClifThunks
+            | Variant::BranchProtection
+            | Variant::PointerAuthentication => false,
         }
     }
 
     /// Whether its code runs where aarch64's branch protection is enforced (guarded pages).
     pub fn guarded(self) -> bool {
         match self {
-            Variant::BranchProtection | Variant::StandardBranchProtection => true,
+            Variant::BranchProtection
+            | Variant::StandardBranchProtection
+            | Variant::BKeyBranchProtection => true,
             Variant::Plain
             | Variant::FunctionSections
             | Variant::AddressesInsignificant
@@ -259,6 +346,7 @@ impl Variant {
             Variant::BranchProtection => "branch-protection",
             Variant::PointerAuthentication => "pointer-authentication",
             Variant::StandardBranchProtection => "branch-protection-standard",
+            Variant::BKeyBranchProtection => "branch-protection-bkey",
         }
     }
 
@@ -268,7 +356,8 @@ impl Variant {
         match self {
             Variant::BranchProtection
             | Variant::PointerAuthentication
-            | Variant::StandardBranchProtection => arch == Arch::Aarch64,
+            | Variant::StandardBranchProtection
+            | Variant::BKeyBranchProtection => arch == Arch::Aarch64,
             Variant::FunctionSections | Variant::EmittedClif => output != Output::Jit,
             Variant::Plain
             | Variant::AddressesInsignificant
@@ -411,7 +500,7 @@ pub fn clif_merge_args(
     if config.similar {
         args.push("--merge-similar".into());
     }
-    args.extend(config.variant.args().iter().map(|a| a.to_string()));
+    args.extend(config.variant.args());
     for setting in &program.settings {
         args.push("--set".into());
         args.push(setting.clone());
@@ -973,18 +1062,13 @@ pub mod jit {
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
         ];
-        match config.variant {
-            Variant::NoUnwindInfo => settings.push(("unwind_info".into(), "false".into())),
-            Variant::PointerAuthentication => {
-                settings.push(("sign_return_address".into(), "true".into()))
-            }
-            Variant::BranchProtection => settings.push(("use_bti".into(), "true".into())),
-            Variant::StandardBranchProtection => {
-                settings.push(("use_bti".into(), "true".into()));
-                settings.push(("sign_return_address".into(), "true".into()));
-            }
-            _ => {}
-        }
+        settings.extend(
+            config
+                .variant
+                .settings()
+                .iter()
+                .map(|&(name, value)| (name.to_string(), value.to_string())),
+        );
         for setting in &program.settings {
             let (name, value) = setting.split_once('=').expect("settings are NAME=VALUE");
             settings.push((name.into(), value.into()));
@@ -996,9 +1080,14 @@ pub mod jit {
         let functions =
             clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
         let linkage_of = |name: &str| {
-            // As on the command line, the last match wins.
+            // As on the command line, the last match wins (a glob that ends with `*` or a
+            // whole name).
             for (glob, linkage) in program.linkages.iter().rev() {
-                if name.starts_with(glob.trim_end_matches('*')) {
+                let matches = match glob.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => name == glob,
+                };
+                if matches {
                     return match linkage.as_str() {
                         "local" => Linkage::Local,
                         "hidden" => Linkage::Hidden,
