@@ -147,8 +147,13 @@ struct Tally {
 
 /// Build and run program `seed` in every configuration of `archs`; record what failed.
 fn check_seed(seed: u64, shape: Shape, archs: &[Arch], tally: &Tally) {
-    let mut program = gen::program(seed, shape);
     let variant = variant_of(seed as usize);
+    let shape = Shape {
+        frame_readers: shape.frame_readers && variant.keeps_frame_pointers(),
+        return_calls: shape.return_calls && variant.keeps_frame_pointers(),
+        ..shape
+    };
+    let mut program = gen::program(seed, shape);
     if variant.tail_functions_unlanded() {
         program.call_tail_functions_directly();
     }
@@ -305,6 +310,7 @@ const SHAPE: Shape = Shape {
     family_size: 8,
     inputs_per_entry: 4,
     frame_readers: true,
+    return_calls: true,
     twin_helper_families: 3,
     twin_entry_families: 5,
     constant_swap_families: 4,
@@ -487,7 +493,14 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
             })
             .collect();
         if variants.is_empty() {
-            variants.push(variant_of(n));
+            // One that reads its frame or tail-calls needs frame pointers: the next variant.
+            let needs_frame_pointers = ["get_frame_pointer", "get_return_address", "return_call"]
+                .iter()
+                .any(|op| text.contains(op));
+            variants.push(match variant_of(n) {
+                v if needs_frame_pointers && !v.keeps_frame_pointers() => variant_of(n + 1),
+                v => v,
+            });
         }
         assert!(
             !program.entries.is_empty(),
@@ -656,6 +669,7 @@ fn long_mode() {
         family_size: 24,
         inputs_per_entry: 6,
         frame_readers: true,
+        return_calls: true,
         twin_helper_families: 4,
         twin_entry_families: 12,
         constant_swap_families: 6,

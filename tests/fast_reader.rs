@@ -617,6 +617,7 @@ fn generated(seed: u64) -> String {
             family_size: 2,
             inputs_per_entry: 1,
             frame_readers: seed % 8 == 3,
+            return_calls: true,
             twin_helper_families: 1,
             twin_entry_families: 1,
             constant_swap_families: 1,

@@ -1790,6 +1790,10 @@ pub struct Shape {
     /// Generate frame readers (their results depend on frames, so they need
     /// `preserve_frame_pointers`).
     pub frame_readers: bool,
+    /// Let `tail` helpers recurse through `return_call` (which Cranelift compiles for x86_64
+    /// only with `preserve_frame_pointers`); without, they take the other ways, from the
+    /// same draws.
+    pub return_calls: bool,
     /// Near-twin families of helpers and of entries (members with structural edits),
     /// written after the others from an RNG of their own: a module is the one the same
     /// seed gave without them, with these families added.
@@ -1872,7 +1876,7 @@ fn helper_family(
     let recursion = match rng.below(6) {
         0 => Recursion::Call,
         1 => Recursion::TryCall,
-        2 if sig == HelperSig::Tail => Recursion::ReturnCall,
+        2 if sig == HelperSig::Tail && shape.return_calls => Recursion::ReturnCall,
         3 => Recursion::PingPong,
         _ => Recursion::None,
     };

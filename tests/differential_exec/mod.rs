@@ -16,11 +16,13 @@
 //! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
-//! without a jump thunk), `--emit-clif`, whose CLIF is compiled as written into the
-//! object that runs, and aarch64's branch protection and pointer authentication, alone and
-//! together, with the A key and with the B key in every function; the JIT builds with the plugin's same options, but for function sections and
-//! CLIF), in `trampolines` and `aliases` with merge-similar; each program takes one, in
-//! turn.
+//! without a jump thunk; also with `preserve_frame_pointers=false`), `--emit-clif`, whose CLIF
+//! is compiled as written into the object that runs, and aarch64's branch protection and
+//! pointer authentication, alone and together, with the A key and with the B key in every
+//! function; the JIT builds with the plugin's same options, but for function sections and
+//! CLIF), in `trampolines` and `aliases` with merge-similar, and unmerged where the option
+//! changes code that is not merged ([`Variant::changes_unmerged_code`]); each program
+//! takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
@@ -188,11 +190,18 @@ pub enum Variant {
     /// its return address and starts with `pacibsp` (`pacibz` for a `tail` function, which
     /// is no landing pad), and the CIE of its unwind information says `B`.
     BKeyBranchProtection,
+    /// `--clif-thunks --set preserve_frame_pointers=false`: a target without a jump thunk at
+    /// Cranelift's default settings (every other build keeps frame pointers, as wasmtime
+    /// does). Leaf functions have no frame (aarch64), and the thunks of `tail` functions call
+    /// and return instead of tail-calling, which needs frame pointers on x86_64. Its
+    /// programs have no frame readers and no `return_call` (both need frame pointers:
+    /// [`Variant::keeps_frame_pointers`]).
+    ClifThunksNoFramePointers,
 }
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 12] = [
+    pub const OTHERS: [Variant; 13] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -205,6 +214,7 @@ impl Variant {
         Variant::PointerAuthentication,
         Variant::StandardBranchProtection,
         Variant::BKeyBranchProtection,
+        Variant::ClifThunksNoFramePointers,
     ];
 
     /// The command-line arguments it adds: its options, then `--set` for each of its
@@ -216,7 +226,7 @@ impl Variant {
             Variant::NoCycles => &["--no-cycles"],
             Variant::NoCodeFolding => &["--no-code-folding"],
             Variant::NoAlignmentMerging => &["--no-alignment-merging"],
-            Variant::ClifThunks => &["--clif-thunks"],
+            Variant::ClifThunks | Variant::ClifThunksNoFramePointers => &["--clif-thunks"],
             // The CLIF is written besides the object ([`run_object`] names the file).
             Variant::EmittedClif => &[],
             Variant::Plain
@@ -253,6 +263,7 @@ impl Variant {
                 ("sign_return_address_with_bkey", "true"),
                 ("sign_return_address_all", "true"),
             ],
+            Variant::ClifThunksNoFramePointers => &[("preserve_frame_pointers", "false")],
             Variant::Plain
             | Variant::FunctionSections
             | Variant::AddressesInsignificant
@@ -274,7 +285,8 @@ impl Variant {
             | Variant::BranchProtection
             | Variant::PointerAuthentication
             | Variant::StandardBranchProtection
-            | Variant::BKeyBranchProtection => true,
+            | Variant::BKeyBranchProtection
+            | Variant::ClifThunksNoFramePointers => true,
             Variant::Plain
             | Variant::AddressesInsignificant
             | Variant::NoCycles
@@ -301,8 +313,24 @@ impl Variant {
             | Variant::EmittedClif
             | Variant::ClifThunks
             | Variant::BranchProtection
-            | Variant::PointerAuthentication => false,
+            | Variant::PointerAuthentication
+            | Variant::ClifThunksNoFramePointers => false,
         }
+    }
+
+    /// Whether thunks are compiled from CLIF (`--clif-thunks`).
+    pub fn clif_thunks(self) -> bool {
+        matches!(
+            self,
+            Variant::ClifThunks | Variant::ClifThunksNoFramePointers
+        )
+    }
+
+    /// Whether it keeps frame pointers, which reading the frame (`get_frame_pointer`,
+    /// `get_return_address`) and, on x86_64, `return_call` need: its programs have neither
+    /// otherwise.
+    pub fn keeps_frame_pointers(self) -> bool {
+        self != Variant::ClifThunksNoFramePointers
     }
 
     /// Whether its code runs where aarch64's branch protection is enforced (guarded pages).
@@ -320,7 +348,8 @@ impl Variant {
             | Variant::NoUnwindInfo
             | Variant::EmittedClif
             | Variant::ClifThunks
-            | Variant::PointerAuthentication => false,
+            | Variant::PointerAuthentication
+            | Variant::ClifThunksNoFramePointers => false,
         }
     }
 
@@ -347,6 +376,7 @@ impl Variant {
             Variant::PointerAuthentication => "pointer-authentication",
             Variant::StandardBranchProtection => "branch-protection-standard",
             Variant::BKeyBranchProtection => "branch-protection-bkey",
+            Variant::ClifThunksNoFramePointers => "clif-thunks-no-frame-pointers",
         }
     }
 
@@ -365,7 +395,8 @@ impl Variant {
             | Variant::NoCodeFolding
             | Variant::NoAlignmentMerging
             | Variant::NoUnwindInfo
-            | Variant::ClifThunks => true,
+            | Variant::ClifThunks
+            | Variant::ClifThunksNoFramePointers => true,
         }
     }
 }
@@ -1165,7 +1196,7 @@ pub mod jit {
                 .map_err(|e| e.to_string())?
                 .with_emit_options(EmitOptions {
                     fold_machine_code: config.variant != Variant::NoCodeFolding,
-                    clif_thunks: config.variant == Variant::ClifThunks,
+                    clif_thunks: config.variant.clif_thunks(),
                     ..EmitOptions::default()
                 });
             if config.similar {
