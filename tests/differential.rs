@@ -46,13 +46,8 @@ use differential_exec::{
 /// unmerged where the variant changes unmerged code; objects, and the JIT where it has the
 /// option).
 fn configurations(arch: Arch, variants: &[Variant]) -> Vec<Config> {
-    let mut outputs = vec![Output::SharedLibrary, Output::Executable];
-    // On the host in a child process; aarch64 elsewhere as an image under qemu.
-    if arch.is_host() || arch == Arch::Aarch64 {
-        outputs.push(Output::Jit);
-    }
     let mut out = Vec::new();
-    for output in outputs {
+    for output in arch.outputs() {
         for mode in Mode::ALL {
             // Merge-similar does nothing when merging is disabled: no second reference.
             let similar_too = mode != Mode::Disabled;
@@ -68,10 +63,7 @@ fn configurations(arch: Arch, variants: &[Variant]) -> Vec<Config> {
         }
     }
     for &variant in variants.iter().filter(|&&v| v != Variant::Plain) {
-        let mut outputs = vec![Output::SharedLibrary, Output::Executable];
-        if arch.is_host() || arch == Arch::Aarch64 {
-            outputs.push(Output::Jit);
-        }
+        let mut outputs = arch.outputs();
         outputs.retain(|&output| variant.applies(arch, output));
         for output in outputs {
             if variant.changes_unmerged_code() {
@@ -104,7 +96,7 @@ fn variant_of(n: usize) -> Variant {
 
 /// The architectures this machine can run, each missing one with a one-line notice.
 fn architectures() -> Vec<Arch> {
-    [Arch::X86_64, Arch::Aarch64]
+    [Arch::X86_64, Arch::Aarch64, Arch::X86_64Windows]
         .into_iter()
         .filter(|&arch| match arch.available() {
             Ok(()) => true,
@@ -179,6 +171,10 @@ fn check_program(
 ) {
     let scratch = tempfile::tempdir().unwrap();
     for &arch in archs {
+        if let Err(why) = arch.links(program) {
+            eprintln!("differential: {label}: skipping {}: {why}", arch.triple());
+            continue;
+        }
         let configs = configurations(arch, variants);
         let mut reference = std::collections::HashMap::new();
         for (i, &config) in configs.iter().enumerate() {

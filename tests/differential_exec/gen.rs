@@ -153,6 +153,20 @@ pub struct Program {
 }
 
 impl Program {
+    /// The linkage `--linkage` gives function `name` (without `%`): the last glob that
+    /// matches decides, as on the command line (one that ends with `*`, or a whole name);
+    /// `export` when none does.
+    pub fn linkage_of(&self, name: &str) -> &str {
+        self.linkages
+            .iter()
+            .rev()
+            .find(|(glob, _)| match glob.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == glob,
+            })
+            .map_or("export", |(_, linkage)| linkage)
+    }
+
     /// Make every `tail` function reachable only by direct calls, as Cranelift itself needs
     /// where a `tail` function is no landing pad ([`super::Variant::tail_functions_unlanded`]:
     /// aarch64 with `use_bti` and signed return addresses, where Cranelift 0.135 starts one
@@ -185,20 +199,9 @@ impl Program {
             clif.push('\n');
         }
         self.clif = clif;
-        let local = |name: &str| {
-            // The last glob that matches decides, as on the command line.
-            self.linkages
-                .iter()
-                .rev()
-                .find(|(glob, _)| match glob.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => name == glob,
-                })
-                .is_some_and(|(_, linkage)| linkage == "local")
-        };
         let hidden: Vec<(String, String)> = tail_functions
             .into_iter()
-            .filter(|f| !local(f))
+            .filter(|f| self.linkage_of(f) != "local")
             .map(|f| (f, "hidden".to_string()))
             .collect();
         self.linkages.extend(hidden);

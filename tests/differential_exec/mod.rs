@@ -4,7 +4,8 @@
 //! Configurations: an object written by the `clif-merge` command line, with PIC (linked
 //! into a shared library that a C harness calls) and without (linked into a non-PIE
 //! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
-//! cross toolchain); and cranelift-jit through the backend plugin, on the host in a child
+//! cross toolchain), and for x86_64 Windows without PIC, linked into an executable by
+//! MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend plugin, on the host in a child
 //! process of the test binary ([`jit`], so that JIT code that crashes fails its
 //! configuration instead of ending the test process) and for aarch64 on another host as
 //! an image run under qemu ([`jit_image`]); every run of generated code is under a timeout
@@ -38,6 +39,7 @@ pub mod gen;
 pub mod jit_image;
 #[path = "../common/jit_region.rs"]
 pub mod jit_region;
+pub mod wine;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -51,6 +53,9 @@ use gen::{flags, Arg, Program};
 pub enum Arch {
     X86_64,
     Aarch64,
+    /// x86_64 Windows (`x86_64-pc-windows-gnu`: COFF, `.pdata` unwind information): an
+    /// executable linked by MinGW-w64's gcc, run under Wine ([`wine`]).
+    X86_64Windows,
 }
 
 impl Arch {
@@ -58,20 +63,59 @@ impl Arch {
         match self {
             Arch::X86_64 => "x86_64-unknown-linux-gnu",
             Arch::Aarch64 => "aarch64-unknown-linux-gnu",
+            Arch::X86_64Windows => "x86_64-pc-windows-gnu",
         }
     }
     pub fn cc(self) -> &'static str {
         match self {
             Arch::X86_64 => "cc",
             Arch::Aarch64 => "aarch64-linux-gnu-gcc",
+            Arch::X86_64Windows => "x86_64-w64-mingw32-gcc",
         }
     }
+    /// The outputs built for it on this machine: objects linked into a shared library and
+    /// into an executable, and cranelift-jit's code (on the host in a child process,
+    /// aarch64's elsewhere as an image under qemu); for Windows an executable only.
+    pub fn outputs(self) -> Vec<Output> {
+        match self {
+            Arch::X86_64Windows => vec![Output::Executable],
+            Arch::X86_64 | Arch::Aarch64 => {
+                let mut outputs = vec![Output::SharedLibrary, Output::Executable];
+                if self.is_host() || self == Arch::Aarch64 {
+                    outputs.push(Output::Jit);
+                }
+                outputs
+            }
+        }
+    }
+
+    /// Whether `program`'s objects link for the architecture; why not, when they do not.
+    /// MinGW's GNU ld (2.40) does not resolve a weak external whose search type is
+    /// `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how cranelift-object (through the `object`
+    /// crate) writes a preemptible function in COFF, from another object: the harness's
+    /// reference to a preemptible entry stays undefined, merged or not (GCC writes
+    /// `SEARCH_NOLIBRARY`). Calls within the object resolve.
+    pub fn links(self, program: &Program) -> Result<(), String> {
+        let preemptible = program
+            .entries
+            .iter()
+            .find(|e| program.linkage_of(&e.name) == "preemptible");
+        match (self, preemptible) {
+            (Arch::X86_64Windows, Some(entry)) => Err(format!(
+                "MinGW's ld does not link the harness's reference to the preemptible entry {} (a COFF weak external)",
+                entry.name
+            )),
+            (Arch::X86_64Windows | Arch::X86_64 | Arch::Aarch64, _) => Ok(()),
+        }
+    }
+
     /// Whether this machine runs the architecture's code natively (and cranelift-jit's
     /// code in this process).
     pub fn is_host(self) -> bool {
         match self {
             Arch::X86_64 => cfg!(all(target_arch = "x86_64", target_os = "linux")),
             Arch::Aarch64 => cfg!(all(target_arch = "aarch64", target_os = "linux")),
+            Arch::X86_64Windows => false,
         }
     }
     /// Whether this machine can link and run code for the architecture; a one-line
@@ -92,6 +136,15 @@ impl Arch {
                 }
             }
             Arch::X86_64 => Err("not an x86_64 Linux host".into()),
+            Arch::X86_64Windows => {
+                if !have("x86_64-w64-mingw32-gcc") {
+                    Err("no x86_64-w64-mingw32-gcc (Debian: gcc-mingw-w64-x86-64)".into())
+                } else if !have("wine") {
+                    Err("no wine (Debian: wine64)".into())
+                } else {
+                    wine::ready()
+                }
+            }
             Arch::Aarch64 => {
                 if !have("aarch64-linux-gnu-gcc") {
                     Err("no aarch64-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross)".into())
@@ -668,7 +721,11 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     })?;
     let harness = dir.join("harness.c");
     std::fs::write(&harness, c_harness(program, &Entries::Linked)).map_err(|e| e.to_string())?;
-    let exe = dir.join("run");
+    // MinGW's gcc names an executable `.exe` whatever `-o` says.
+    let exe = dir.join(match config.arch {
+        Arch::X86_64Windows => "run.exe",
+        Arch::X86_64 | Arch::Aarch64 => "run",
+    });
     let cc = config.arch.cc();
     // How the object is linked, into the shared library and into the executable: with a
     // section per function as its users link it (sections no relocation or symbol keeps
@@ -709,7 +766,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         Output::Executable => {
             command(
                 Command::new(cc)
-                    .args(["-O1", "-fno-omit-frame-pointer", "-no-pie"])
+                    .args(["-O1", "-fno-omit-frame-pointer"])
                     .args(harness_flags(config.arch))
                     .args(&executable_flags)
                     .arg("-o")
@@ -728,18 +785,20 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 .args(["-L", "/usr/aarch64-linux-gnu"])
                 .arg(&exe),
         )?,
+        Arch::X86_64Windows => command(&mut wine::timed(&exe))?,
     };
     parse_results(&stdout)
 }
 
-/// How the harness of an executable is compiled besides its defaults: on aarch64 with
-/// landing pads ([`Variant::BranchProtection`] links it guarded), in every build alike, so
-/// that the return addresses entries see (offsets into the harness's code) are the same
-/// with and without branch protection.
+/// How the harness of an executable is compiled besides its defaults: not position
+/// independent on Linux; on aarch64 with landing pads ([`Variant::BranchProtection`] links
+/// it guarded), in every build alike, so that the return addresses entries see (offsets
+/// into the harness's code) are the same with and without branch protection.
 fn harness_flags(arch: Arch) -> &'static [&'static str] {
     match arch {
-        Arch::Aarch64 => &["-mbranch-protection=bti"],
-        Arch::X86_64 => &[],
+        Arch::Aarch64 => &["-no-pie", "-mbranch-protection=bti"],
+        Arch::X86_64 => &["-no-pie"],
+        Arch::X86_64Windows => &[],
     }
 }
 
@@ -809,7 +868,9 @@ pub enum Entries<'a> {
 fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
-         typedef int64_t (*entry_fn)(int64_t, int64_t, int64_t);\n",
+         /* Entries are `system_v` functions, on Windows too. */\n\
+         #ifdef _WIN32\n#define ENTRY_ABI __attribute__((sysv_abi))\n#else\n#define ENTRY_ABI\n#endif\n\
+         typedef int64_t (ENTRY_ABI *entry_fn)(int64_t, int64_t, int64_t);\n",
     );
     match entries {
         Entries::Linked => {
@@ -892,6 +953,8 @@ int main(void) {{
       printf("%016llx", (unsigned long long)r);
     }}
     printf(" %016llx\n", (unsigned long long)h);
+    /* Windows' C runtime buffers `_IOLBF` output fully. */
+    fflush(stdout);
   }}
   return 0;
 }}
@@ -990,6 +1053,7 @@ pub fn keep_failure(
     let arch = match config.arch {
         Arch::X86_64 => "x86_64",
         Arch::Aarch64 => "aarch64",
+        Arch::X86_64Windows => "x86_64-windows",
     };
     let output = match config.output {
         Output::SharedLibrary => "so",
@@ -1110,25 +1174,12 @@ pub mod jit {
         let mut module = JITModule::new(builder);
         let functions =
             clif_merge::read::parse_clif(&program.clif, "gen.clif").map_err(|e| e.to_string())?;
-        let linkage_of = |name: &str| {
-            // As on the command line, the last match wins (a glob that ends with `*` or a
-            // whole name).
-            for (glob, linkage) in program.linkages.iter().rev() {
-                let matches = match glob.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => name == glob,
-                };
-                if matches {
-                    return match linkage.as_str() {
-                        "local" => Linkage::Local,
-                        "hidden" => Linkage::Hidden,
-                        "preemptible" => Linkage::Preemptible,
-                        "export" => Linkage::Export,
-                        other => panic!("unknown linkage {other:?} for {name}"),
-                    };
-                }
-            }
-            Linkage::Export
+        let linkage_of = |name: &str| match program.linkage_of(name) {
+            "local" => Linkage::Local,
+            "hidden" => Linkage::Hidden,
+            "preemptible" => Linkage::Preemptible,
+            "export" => Linkage::Export,
+            other => panic!("unknown linkage {other:?} for {name}"),
         };
         let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
         for f in &functions {
