@@ -1794,8 +1794,8 @@ pub struct Shape {
     /// `preserve_frame_pointers`).
     pub frame_readers: bool,
     /// Let `tail` helpers recurse through `return_call` (which Cranelift compiles for x86_64
-    /// only with `preserve_frame_pointers`); without, they take the other ways, from the
-    /// same draws.
+    /// only with `preserve_frame_pointers`); without, the draw that would have chosen it
+    /// makes a helper that does not recurse (every other draw is the same).
     pub return_calls: bool,
     /// Near-twin families of helpers and of entries (members with structural edits),
     /// written after the others from an RNG of their own: a module is the one the same

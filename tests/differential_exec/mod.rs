@@ -5,25 +5,25 @@
 //! into a shared library that a C harness calls) and without (linked into a non-PIE
 //! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
 //! cross toolchain), and for x86_64 Windows without PIC, linked into an executable by
-//! MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend plugin, on the host in a child
-//! process of the test binary ([`jit`], so that JIT code that crashes fails its
-//! configuration instead of ending the test process) and for aarch64 on another host as
-//! an image run under qemu ([`jit_image`]); every run of generated code is under a timeout
-//! (120 s, `CLIF_MERGE_DIFF_TIMEOUT`), so code a merge fault makes loop forever fails its
-//! configuration instead of hanging the test. Each is
-//! built with `--merge-functions disabled`, `trampolines` and `aliases`, each with and
-//! without `--merge-similar`; the reference is `disabled` without merge-similar, which
-//! defines every function as written. Each program is also built with one of the command
-//! line's other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
+//! MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend
+//! plugin, on the host in a child process of the test binary ([`jit`], so that JIT code
+//! that crashes fails its configuration instead of ending the test process) and for aarch64
+//! on another host as an image run under qemu ([`jit_image`]); every run of generated code
+//! is under a timeout (120 s, `CLIF_MERGE_DIFF_TIMEOUT`), so code a merge fault makes loop
+//! forever fails its configuration instead of hanging the test. Each is built with
+//! `--merge-functions disabled`, `trampolines` and `aliases`, each with and without
+//! `--merge-similar`; the reference is `disabled` without merge-similar, which defines
+//! every function as written. Each program is also built with one of the command line's
+//! other options ([`Variant`]: `--function-sections` linked with `--gc-sections`,
 //! `--addresses-insignificant`, `--no-cycles`, `--no-code-folding`,
 //! `--no-alignment-merging`, `unwind_info=false`, `--clif-thunks` (the thunks of targets
-//! without a jump thunk; also with `preserve_frame_pointers=false`), `--emit-clif`, whose CLIF
-//! is compiled as written into the object that runs, and aarch64's branch protection and
-//! pointer authentication, alone and together, with the A key and with the B key in every
-//! function; the JIT builds with the plugin's same options, but for function sections and
-//! CLIF), in `trampolines` and `aliases` with merge-similar, and unmerged where the option
-//! changes code that is not merged ([`Variant::changes_unmerged_code`]); each program
-//! takes one, in turn.
+//! without a jump thunk; also with `preserve_frame_pointers=false`), `--emit-clif`, whose
+//! CLIF is compiled as written into the object that runs, and aarch64's branch protection
+//! and pointer authentication, alone and together, with the A key and with the B key in
+//! every function; the JIT builds with the plugin's same options, but for function sections
+//! and CLIF), in `trampolines` and `aliases` with merge-similar, and unmerged where the
+//! option changes code that is not merged ([`Variant::changes_unmerged_code`]); each
+//! program takes one, in turn.
 //!
 //! What is compared, for every entry and input: the result, a hash of the memory buffer
 //! the entry may write, the return address the entry saw (as an offset into the harness
