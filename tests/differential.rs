@@ -190,7 +190,7 @@ fn check_program(
                     // Unmerged code behaves the same however it is built and loaded: a
                     // loader or harness that got it wrong would fail every build of its
                     // output alike, which comparing with its own reference cannot see.
-                    let first = reference.get(&(Output::SharedLibrary as u8));
+                    let first = reference.get(&(arch.outputs()[0] as u8));
                     let problems = first
                         .map_or_else(Vec::new, |first| same_unmerged(program, first, &results));
                     reference.insert(config.output as u8, results);

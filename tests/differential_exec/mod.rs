@@ -4,8 +4,8 @@
 //! Configurations: an object written by the `clif-merge` command line, with PIC (linked
 //! into a shared library that a C harness calls) and without (linked into a non-PIE
 //! executable), for x86_64 (run natively) and aarch64 (run under `qemu-aarch64` with the
-//! cross toolchain), and for x86_64 Windows without PIC, linked into an executable by
-//! MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend
+//! cross toolchain), and for x86_64 Windows with PIC and without, each linked into an
+//! executable by MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend
 //! plugin, on the host in a child process of the test binary ([`jit`], so that JIT code
 //! that crashes fails its configuration instead of ending the test process) and for aarch64
 //! on another host as an image run under qemu ([`jit_image`]); every run of generated code
@@ -75,10 +75,11 @@ impl Arch {
     }
     /// The outputs built for it on this machine: objects linked into a shared library and
     /// into an executable, and cranelift-jit's code (on the host in a child process,
-    /// aarch64's elsewhere as an image under qemu); for Windows an executable only.
+    /// aarch64's elsewhere as an image under qemu); for Windows executables only, from
+    /// objects with PIC and without.
     pub fn outputs(self) -> Vec<Output> {
         match self {
-            Arch::X86_64Windows => vec![Output::Executable],
+            Arch::X86_64Windows => vec![Output::PicExecutable, Output::Executable],
             Arch::X86_64 | Arch::Aarch64 => {
                 let mut outputs = vec![Output::SharedLibrary, Output::Executable];
                 if self.is_host() || self == Arch::Aarch64 {
@@ -165,6 +166,9 @@ pub enum Output {
     SharedLibrary,
     /// An object without PIC, linked into a non-PIE executable.
     Executable,
+    /// An object with PIC, linked into an executable: for Windows, where `is_pic=true`
+    /// (the command line's default) is how most objects are written and a DLL is not built.
+    PicExecutable,
     /// cranelift-jit through the plugin (no PIC): on the host in a child process of the test
     /// binary, for aarch64 elsewhere as an image under qemu.
     Jit,
@@ -500,7 +504,9 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     match config.output {
         Output::Jit if config.arch.is_host() => jit::run_in_child(program, config, dir, None),
         Output::Jit => jit_image::run(program, config, dir),
-        Output::SharedLibrary | Output::Executable => run_object(program, config, dir),
+        Output::SharedLibrary | Output::Executable | Output::PicExecutable => {
+            run_object(program, config, dir)
+        }
     }
 }
 
@@ -536,6 +542,11 @@ pub fn ended(status: &std::process::ExitStatus) -> String {
 
 pub fn command(cmd: &mut Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    outcome(cmd, out)
+}
+
+/// What `cmd` printed, or why it failed, from its `out`put ([`command`]).
+pub fn outcome(cmd: &Command, out: std::process::Output) -> Result<String, String> {
     if !out.status.success() {
         // A crashed program printed every entry before the one that crashed: its last
         // lines say where it stopped; the rest would bury them.
@@ -566,7 +577,7 @@ pub fn clif_merge_args(
     input: &Path,
     object: &Path,
 ) -> Vec<String> {
-    let pic = config.output == Output::SharedLibrary;
+    let pic = matches!(config.output, Output::SharedLibrary | Output::PicExecutable);
     let mut args: Vec<String> = vec![
         input.display().to_string(),
         "--target".into(),
@@ -763,7 +774,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .arg("-lm"),
             )?;
         }
-        Output::Executable => {
+        Output::Executable | Output::PicExecutable => {
             command(
                 Command::new(cc)
                     .args(["-O1", "-fno-omit-frame-pointer"])
@@ -785,7 +796,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 .args(["-L", "/usr/aarch64-linux-gnu"])
                 .arg(&exe),
         )?,
-        Arch::X86_64Windows => command(&mut wine::timed(&exe))?,
+        Arch::X86_64Windows => wine::run(&exe)?,
     };
     parse_results(&stdout)
 }
@@ -1016,8 +1027,8 @@ pub fn compare(
     out
 }
 
-/// The differences between two unmerged builds of `program` (two outputs' references), as
-/// messages. Entries that read their return address or frame are left out: they see the
+/// The differences between two unmerged builds of `program` (two outputs' references: the
+/// architecture's first output, [`Arch::outputs`], and another), as messages. Entries that read their return address or frame are left out: they see the
 /// harness's own code, which is not the same in the C harness and in this process.
 pub fn same_unmerged(program: &Program, first: &Results, other: &Results) -> Vec<String> {
     let mut out = Vec::new();
@@ -1030,7 +1041,7 @@ pub fn same_unmerged(program: &Program, first: &Results, other: &Results) -> Vec
         match other.get(key) {
             None => out.push(format!("{name} input {}: no result unmerged", key.1)),
             Some((have, have_hash)) if (have, have_hash) != (want, want_hash) => out.push(format!(
-                "{name} input {}, unmerged: {want} (memory {want_hash:016x}) in a shared library, {have} (memory {have_hash:016x}) here",
+                "{name} input {}, unmerged: {want} (memory {want_hash:016x}) in the first output, {have} (memory {have_hash:016x}) here",
                 key.1
             )),
             Some(_) => {}
@@ -1058,6 +1069,7 @@ pub fn keep_failure(
     let output = match config.output {
         Output::SharedLibrary => "so",
         Output::Executable => "exe",
+        Output::PicExecutable => "pic-exe",
         Output::Jit => "jit",
     };
     let similar = if config.similar { "-similar" } else { "" };
