@@ -473,7 +473,8 @@ enum NotBuilt {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BranchProtection {
     /// Return addresses are signed (`sign_return_address`): a `tail` function with a
-    /// frame starts with `paciaz`, no landing pad, and can be called directly only.
+    /// frame (with `sign_return_address_all`, every one) starts with `paciaz` (`pacibz`
+    /// with the B key), no landing pad, and can be called directly only.
     pub signs_return_addresses: bool,
 }
 

@@ -332,25 +332,17 @@ impl Variant {
         }
     }
 
+    /// Whether it sets the code-generation setting `name` to `value` ([`Variant::settings`]).
+    fn sets(self, name: &str, value: &str) -> bool {
+        self.settings().contains(&(name, value))
+    }
+
     /// Whether it changes the code of functions that are not merged (a code-generation
     /// setting, or how the object is written or linked), so that it is also built with
     /// `--merge-functions disabled`: what then fails is not a merge.
     pub fn changes_unmerged_code(self) -> bool {
-        match self {
-            Variant::FunctionSections | Variant::EmittedClif => true,
-            Variant::NoUnwindInfo
-            | Variant::BranchProtection
-            | Variant::PointerAuthentication
-            | Variant::StandardBranchProtection
-            | Variant::BKeyBranchProtection
-            | Variant::ClifThunksNoFramePointers => true,
-            Variant::Plain
-            | Variant::AddressesInsignificant
-            | Variant::NoCycles
-            | Variant::NoCodeFolding
-            | Variant::NoAlignmentMerging
-            | Variant::ClifThunks => false,
-        }
+        !self.settings().is_empty()
+            || matches!(self, Variant::FunctionSections | Variant::EmittedClif)
     }
 
     /// Whether Cranelift starts a `tail` function that signs its return address with an
@@ -358,21 +350,7 @@ impl Variant {
     /// enforced: such a function can only be called directly
     /// ([`gen::Program::call_tail_functions_directly`]).
     pub fn tail_functions_unlanded(self) -> bool {
-        match self {
-            Variant::StandardBranchProtection | Variant::BKeyBranchProtection => true,
-            Variant::Plain
-            | Variant::FunctionSections
-            | Variant::AddressesInsignificant
-            | Variant::NoCycles
-            | Variant::NoCodeFolding
-            | Variant::NoAlignmentMerging
-            | Variant::NoUnwindInfo
-            | Variant::EmittedClif
-            | Variant::ClifThunks
-            | Variant::BranchProtection
-            | Variant::PointerAuthentication
-            | Variant::ClifThunksNoFramePointers => false,
-        }
+        self.guarded() && self.sets("sign_return_address", "true")
     }
 
     /// Whether thunks are compiled from CLIF (`--clif-thunks`).
@@ -387,27 +365,13 @@ impl Variant {
     /// `get_return_address`) and, on x86_64, `return_call` need: its programs have neither
     /// otherwise.
     pub fn keeps_frame_pointers(self) -> bool {
-        self != Variant::ClifThunksNoFramePointers
+        !self.sets("preserve_frame_pointers", "false")
     }
 
-    /// Whether its code runs where aarch64's branch protection is enforced (guarded pages).
+    /// Whether its code runs where aarch64's branch protection is enforced (guarded pages):
+    /// with `use_bti`.
     pub fn guarded(self) -> bool {
-        match self {
-            Variant::BranchProtection
-            | Variant::StandardBranchProtection
-            | Variant::BKeyBranchProtection => true,
-            Variant::Plain
-            | Variant::FunctionSections
-            | Variant::AddressesInsignificant
-            | Variant::NoCycles
-            | Variant::NoCodeFolding
-            | Variant::NoAlignmentMerging
-            | Variant::NoUnwindInfo
-            | Variant::EmittedClif
-            | Variant::ClifThunks
-            | Variant::PointerAuthentication
-            | Variant::ClifThunksNoFramePointers => false,
-        }
+        self.sets("use_bti", "true")
     }
 
     /// The variant called `name` ([`Variant::name`]), if any.
