@@ -26,7 +26,15 @@
 //!   caller at every step (x86_64 natively; aarch64 with `gdb-multiarch` under
 //!   `qemu-aarch64 -g`).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
-//!   in `.pdata` per function with a frame (read back, not run).
+//!   in `.pdata` per function with a frame.
+//! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
+//!   as `windows_fastcall`) for `x86_64-pc-windows-gnu`, in every configuration, with PIC
+//!   and without, linked by MinGW-w64's g++ and run under Wine, whose unwinder reads
+//!   `.pdata` and `.xdata` as Windows does (SEH).
+//!
+//! In every harness the frame that catches keeps more values across the call than there
+//! are callee-saved registers, and checks them after the catch: an unwinder that skipped a
+//! frame, or restored a register from the wrong slot, changes them.
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -50,6 +58,7 @@ use clif_merge::names::FuncName;
 use clif_merge::plugin::{FunctionMerger, Merged};
 use clif_merge::TargetInfo;
 use cranelift_codegen::ir::{types, ExternalName, Function, UserExternalName, UserFuncName};
+use cranelift_codegen::isa::CallConv;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind};
@@ -248,7 +257,7 @@ fn harness() -> String {
     let entries = entries();
     for (name, narrow) in &entries {
         let param = if *narrow { "int32_t" } else { "int64_t" };
-        s += &format!("extern \"C\" int64_t {name}({param});\n");
+        s += &format!("extern \"C\" SYSV int64_t {name}({param});\n");
     }
     s += "int main() {\n";
     s += &harness_checks(|name, _| name.to_string());
@@ -258,24 +267,60 @@ fn harness() -> String {
 
 /// What every harness starts with: `cb`, which throws for [`THROWS`], and `check`, which
 /// calls an entry with [`RETURNS`] and [`THROWS`] and prints what happened.
+///
+/// `check` keeps [`KEPT_VALUES`] values live across the throwing call, more than the
+/// callee-saved registers hold, so that some are in each of them (`rbx`, `rbp`, `r12`-`r15`,
+/// and on Windows `rsi` and `rdi`; `x19`-`x28` on aarch64). The entries save and use those
+/// registers too, so the values come back right only if the unwinder restores each
+/// register from where every frame the exception crossed saved it: a frame it skipped, or
+/// a save described at the wrong place, changes them. After the catch `check` compares each
+/// with its value computed again.
+///
+/// The entries are System V functions (`SYSV`: GCC's `sysv_abi` on Windows), and `cb` is
+/// the platform's C function (`windows_fastcall` on Windows, [`windows_fixture`]): GCC
+/// writes no SEH unwind information for a `sysv_abi` function, so an exception could not
+/// leave one.
 fn harness_prelude() -> String {
-    String::from(
+    format!(
         "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n\
          #include <stdint.h>\n#include <stdio.h>\n\
-         struct Thrown { int64_t value; };\n\
-         extern \"C\" int64_t cb(int64_t x) {\n\
-         \x20 if (x == 13) throw Thrown{x};\n\
-         \x20 return x * 2 + 1;\n}\n\
-         template <class F> static void check(const char *name, F f) {\n\
+         #ifdef _WIN32\n#define SYSV __attribute__((sysv_abi))\n#else\n#define SYSV\n#endif\n\
+         struct Thrown {{ int64_t value; }};\n\
+         extern \"C\" int64_t cb(int64_t x) {{\n\
+         \x20 if (x == 13) throw Thrown{{x}};\n\
+         \x20 return x * 2 + 1;\n}}\n\
+         static volatile int64_t seed = 0x5eed;\n\
+         template <class F> static void check(const char *name, F f) {{\n\
          \x20 std::printf(\"%s(1) = %lld\\n\", name, (long long)f(1));\n\
-         \x20 try {\n\
+         {loads}\
+         \x20 try {{\n\
          \x20   f(13);\n\
          \x20   std::printf(\"%s(13) returned\\n\", name);\n\
-         \x20 } catch (const Thrown &t) {\n\
+         \x20 }} catch (const Thrown &t) {{\n\
          \x20   std::printf(\"%s(13) threw %lld, caught outside\\n\", name, (long long)t.value);\n\
-         \x20 }\n}\n",
+         \x20 }}\n\
+         \x20 bool same = true;\n\
+         {checks}\
+         \x20 if (same) std::printf(\"%s(13) {KEPT}\\n\", name);\n\
+         \x20 std::fflush(stdout);\n}}\n",
+        // Scalars, which the compiler keeps in registers.
+        loads = (0..KEPT_VALUES)
+            .map(|i| format!("  int64_t kept{i} = seed * {};\n", 2 * i + 3))
+            .collect::<String>(),
+        checks = (0..KEPT_VALUES)
+            .map(|i| format!(
+                "  if (kept{i} != seed * {}) {{ std::printf(\"%s(13) changed the caller's value {i}\\n\", name); same = false; }}\n",
+                2 * i + 3
+            ))
+            .collect::<String>(),
     )
 }
+
+/// How many values `check` keeps across the throwing call ([`harness_prelude`]): more than
+/// any target's callee-saved integer registers.
+const KEPT_VALUES: usize = 12;
+/// What `check` prints when every value it kept came back.
+const KEPT: &str = "kept the caller's values";
 
 /// `main`'s checks of every entry, each called as `callee(name, narrow)` (a function or a
 /// function pointer of the entry's type).
@@ -292,7 +337,11 @@ fn harness_checks(callee: impl Fn(&str, bool) -> String) -> String {
 /// What a harness run by `cmd` printed; it must exit successfully (an exception that found
 /// no handler ends it with `std::terminate`).
 fn harness_output(cmd: &mut Command, context: &str) -> String {
-    let out = cmd.output().unwrap();
+    harness_printed(cmd.output().unwrap(), context)
+}
+
+/// What a harness that ended with `out` printed ([`harness_output`]).
+fn harness_printed(out: std::process::Output, context: &str) -> String {
     let got = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -304,13 +353,21 @@ fn harness_output(cmd: &mut Command, context: &str) -> String {
 }
 
 /// Every configuration must print what the first one (unmerged) printed: each entry's value
-/// for [`RETURNS`], and for [`THROWS`] the exception caught by the harness.
+/// for [`RETURNS`], and for [`THROWS`] the exception caught by the harness with the values
+/// it kept unchanged.
 fn check_output(reference: &str, got: &str, context: &str) {
     for (name, _) in entries() {
         let caught = format!("{name}({THROWS}) threw {THROWS}, caught outside");
         assert!(
             got.lines().any(|l| l == caught),
             "{context}: {name} did not pass the exception to the harness:\n{got}"
+        );
+        let kept = format!("{name}({THROWS}) {KEPT}");
+        assert!(
+            got.lines().any(|l| l == kept),
+            "{context}: the exception through {name} left the harness's callee-saved \
+             registers changed (an unwinder that skipped a frame, or read a register from \
+             the wrong place):\n{got}"
         );
     }
     assert_eq!(
@@ -577,6 +634,88 @@ fn windows_x64_objects_have_pdata() {
         assert!(file.section_by_name(".eh_frame").is_none(), "{config}");
     }
 }
+
+/// The fixture for Windows ([`harness_prelude`]): `%cb` called as `windows_fastcall`, the
+/// C convention there, since GCC writes no SEH unwind information for the `sysv_abi`
+/// function `cb` would otherwise have to be. Written into `dir`; its path.
+fn windows_fixture(dir: &Path) -> PathBuf {
+    let mut text = String::new();
+    let mut changed = 0;
+    for mut func in functions() {
+        let callbacks: Vec<_> = func
+            .dfg
+            .ext_funcs
+            .values()
+            .filter(|f| f.name.display(Some(&func.params)).to_string() == "%cb")
+            .map(|f| f.signature)
+            .collect();
+        for sig in callbacks {
+            func.dfg.signatures[sig].call_conv = CallConv::WindowsFastcall;
+            changed += 1;
+        }
+        text += &format!("{}\n", func.display());
+    }
+    assert!(changed > 0, "no function of {FIXTURE} calls %cb");
+    let path = dir.join("throw_through_windows.clif");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Windows x64 (COFF, SEH; `tests/unwind.rs`'s module docs): [`windows_fixture`] compiled
+/// for `x86_64-pc-windows-gnu` with PIC and without, in every configuration, linked by
+/// MinGW-w64's g++ into an executable (static: Wine has no MinGW runtime DLLs) and run
+/// under Wine, whose unwinder reads `.pdata` and `.xdata` as Windows does. Each entry must
+/// return what it returns unmerged, and the exception thrown for 13 must reach the
+/// harness with the values it kept in callee-saved registers unchanged.
+#[test]
+fn cxx_exceptions_cross_windows_x64_code() {
+    const CXX: &str = "x86_64-w64-mingw32-g++";
+    if !have(CXX) || !have("wine") {
+        eprintln!("skipping: needs {CXX} (Debian: g++-mingw-w64-x86-64) and wine (Debian: wine64)");
+        return;
+    }
+    if let Err(e) = wine::ready() {
+        panic!("Wine's prefix could not be made: {e}");
+    }
+    let dir = scratch("cxx-windows");
+    let fixture = windows_fixture(&dir);
+    let fixture = fixture.to_str().unwrap();
+    let source = dir.join("harness.cpp");
+    std::fs::write(&source, harness()).unwrap();
+    let harness = dir.join("harness.o");
+    run(Command::new(CXX)
+        .args(["-O1", "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&harness));
+    let mut reference: Option<String> = None;
+    for pic in [true, false] {
+        for (i, (config, args)) in configurations().iter().enumerate() {
+            let context = format!("x86_64-pc-windows-gnu, is_pic={pic}, {config}");
+            let obj = dir.join(format!("m{i}-{pic}.o"));
+            clif_merge_fixture(fixture, "x86_64-pc-windows-gnu", pic, args, &[], &obj);
+            let exe = dir.join(format!("run{i}-{pic}.exe"));
+            run(Command::new(CXX)
+                .arg("-static")
+                .arg(&harness)
+                .arg(&obj)
+                .arg("-o")
+                .arg(&exe));
+            let (_, out) = wine::run(&exe, || {
+                let mut c = Command::new("timeout");
+                c.args(["-k", "10", "120", "wine"]);
+                c
+            })
+            .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
+            let got = harness_printed(out, &context);
+            let reference = reference.get_or_insert_with(|| got.clone());
+            check_output(reference, &got, &context);
+        }
+    }
+}
+
+#[path = "common/wine.rs"]
+mod wine;
 
 // ---- JIT ----
 

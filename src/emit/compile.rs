@@ -452,15 +452,13 @@ pub(super) fn compile_one(
             .collect();
         (code, relocs)
     })?;
-    let unwind = code
-        .create_unwind_info(isa)
-        .map_err(|e| format!("unwind information: {e:?}"))?;
+    let unwind = FrameInfo::of_compiled(&code, isa, call_conv)?;
     let mut body = CompiledBody::new(
         isa,
         code.buffer.data().to_vec(),
         u64::from(code.buffer.alignment),
         relocs,
-        unwind.map(|info| FrameInfo::Compiled(info, call_conv)),
+        unwind,
     );
     body.code = Some(Arc::new(code));
     Ok(body)

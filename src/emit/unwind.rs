@@ -18,9 +18,11 @@
 //!   or preemptible function never needs a dynamic relocation in `.eh_frame`. An alias has
 //!   no FDE of its own: it is a second symbol at its body's address, and the body's FDE
 //!   covers that address.
-//! - **Windows x64 objects (COFF):** Cranelift makes `UnwindInfo::WindowsX64` for Windows
-//!   triples; each becomes an `UNWIND_INFO` in `.xdata` and a `RUNTIME_FUNCTION` in
-//!   `.pdata` (begin, end, unwind data, as image-relative `ADDR32NB` relocations). Windows
+//! - **Windows x64 objects (COFF):** for Windows triples, each function with a frame gets
+//!   an `UNWIND_INFO` in `.xdata`, written by [`windows_x64`] from the prologue Cranelift
+//!   describes (Cranelift's own `UnwindInfo::WindowsX64` says wrongly where callee-saved
+//!   registers are), and a `RUNTIME_FUNCTION` in `.pdata` (begin, end, unwind data, as
+//!   image-relative `ADDR32NB` relocations). Windows
 //!   on arm64 (`WindowsArm64`) is not written; Mach-O is not written either (its
 //!   pc-relative relocations need subtractor pairs, which cranelift-object does not write
 //!   for `.eh_frame` either).
@@ -89,6 +91,8 @@ use gimli::write::{
 use super::EmitError;
 use crate::target::isa_flag;
 
+pub mod windows_x64;
+
 /// The unwind information of the functions defined in one module, by id.
 #[derive(Clone, Debug)]
 pub struct Frames {
@@ -121,9 +125,34 @@ pub enum FrameInfo {
     /// is signed with (`tail` functions with a zero modifier, which their FDE must say
     /// apart).
     Compiled(UnwindInfo, CallConv),
+    /// A Windows x64 `UNWIND_INFO`, written by [`windows_x64`] from the prologue Cranelift
+    /// compiled (Cranelift's own says wrongly where callee-saved registers are).
+    WindowsX64(Vec<u8>),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
     Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
+}
+
+impl FrameInfo {
+    /// The frame information of `code`, which `isa` compiled from a function of calling
+    /// convention `call_conv`; `None` when it has none (a leaf without a frame).
+    pub fn of_compiled(
+        code: &cranelift_codegen::CompiledCode,
+        isa: &dyn TargetIsa,
+        call_conv: CallConv,
+    ) -> Result<Option<Self>, String> {
+        let info = code
+            .create_unwind_info(isa)
+            .map_err(|e| format!("unwind information: {e:?}"))?;
+        Ok(match info {
+            None => None,
+            Some(UnwindInfo::WindowsX64(_)) => Some(FrameInfo::WindowsX64(
+                windows_x64::unwind_info(&code.buffer.unwind_info)
+                    .map_err(|e| format!("Windows x64 unwind information: {e}"))?,
+            )),
+            Some(info) => Some(FrameInfo::Compiled(info, call_conv)),
+        })
+    }
 }
 
 impl Frames {
@@ -174,7 +203,7 @@ impl Frames {
                     Some((*id, *len, SystemV::Compiled(s, *call_conv)))
                 }
                 FrameInfo::Written(rules) => Some((*id, *len, SystemV::Written(rules))),
-                FrameInfo::Compiled(..) => None,
+                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) => None,
             })
     }
 
@@ -317,8 +346,8 @@ impl Frames {
             .entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                FrameInfo::Compiled(UnwindInfo::WindowsX64(w), _) => Some((*id, *len, w)),
-                _ => None,
+                FrameInfo::WindowsX64(w) => Some((*id, *len, w)),
+                FrameInfo::Compiled(..) | FrameInfo::Written(_) => None,
             })
             .collect();
         if windows.is_empty() {
@@ -331,9 +360,7 @@ impl Frames {
             typ: cranelift_object::object::pe::IMAGE_REL_AMD64_ADDR32NB,
         };
         for (id, len, info) in windows {
-            let mut buf = vec![0u8; info.emit_size()];
-            info.emit(&mut buf);
-            let unwind_offset = object.append_section_data(xdata, &buf, 4);
+            let unwind_offset = object.append_section_data(xdata, info, 4);
             let entry = object.append_section_data(pdata, &[0u8; 12], 4);
             let (symbol, offset) = section_relative(object, symbol_of(id))?;
             for (field, symbol, addend) in [

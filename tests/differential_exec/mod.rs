@@ -39,6 +39,7 @@ pub mod gen;
 pub mod jit_image;
 #[path = "../common/jit_region.rs"]
 pub mod jit_region;
+#[path = "../common/wine.rs"]
 pub mod wine;
 
 use std::collections::BTreeMap;
@@ -760,7 +761,10 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 .args(["-L", "/usr/aarch64-linux-gnu"])
                 .arg(&exe),
         )?,
-        Arch::X86_64Windows => wine::run(&exe)?,
+        Arch::X86_64Windows => {
+            let (cmd, out) = wine::run(&exe, || timed("wine")).map_err(|e| format!("wine: {e}"))?;
+            outcome(&cmd, out)?
+        }
     };
     parse_results(&stdout)
 }

@@ -1,5 +1,6 @@
-//! Windows executables run under Wine, for the x86_64 Windows configuration
-//! ([`super::Arch::X86_64Windows`]): one Wine prefix for every run of the test process,
+//! Windows executables run under Wine, for the tests that run x86_64 Windows code (the
+//! differential tests' `Arch::X86_64Windows`, `tests/unwind.rs`'s SEH exceptions; included
+//! with `#[path]`): one Wine prefix for every run of the test process,
 //! made once (Wine makes a prefix on its first run, which takes seconds and must not race),
 //! and a Wine server that stays for five minutes after its last client, so that each run
 //! costs a process, not a Wine start.
@@ -52,23 +53,26 @@ pub fn ready() -> Result<(), String> {
         .clone()
 }
 
-/// `exe` under Wine, under the harness's timeout ([`super::timed`]), the server started
-/// first if it has gone: its output, or why it failed ([`super::command`]). A run that ends
-/// with status 1 having written nothing at all did not start (Wine's own failure, seen once
-/// under load, when the server left as the run began: a program that crashes says so on
-/// standard error and ends otherwise) and is run again, at most twice.
-pub fn run(exe: &std::path::Path) -> Result<String, String> {
+/// `exe` under Wine, run by the command `wine()` makes (`wine`, or `wine` under a
+/// timeout), the server started first if it has gone: the command and what it did. A run
+/// that ends with status 1 having written nothing at all did not start (Wine's own failure,
+/// seen once under load, when the server left as the run began: a program that crashes
+/// says so on standard error and ends otherwise) and is run again, at most twice.
+pub fn run(
+    exe: &std::path::Path,
+    wine: impl Fn() -> Command,
+) -> std::io::Result<(Command, std::process::Output)> {
     let mut attempts = 0;
     loop {
         let _ = start_server();
-        let mut cmd = super::timed("wine");
+        let mut cmd = wine();
         with_prefix(cmd.arg(exe));
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        let out = cmd.output()?;
         let did_not_start =
             out.status.code() == Some(1) && out.stdout.is_empty() && out.stderr.is_empty();
         attempts += 1;
         if !did_not_start || attempts == 3 {
-            return super::outcome(&cmd, out);
+            return Ok((cmd, out));
         }
     }
 }
