@@ -32,6 +32,11 @@
 //!   and without, linked by MinGW-w64's g++ and run under Wine, whose unwinder reads
 //!   `.pdata` and `.xdata` as Windows does (SEH).
 //!
+//! On x86_64 (Linux and Windows) the harness also throws through
+//! `fixtures/unwind/throw_through_fastcall.clif`, `windows_fastcall` functions (a Windows
+//! triple's default convention) that save and use every callee-saved register of that
+//! convention, `rsi`, `rdi` and `xmm6`-`xmm15` included.
+//!
 //! In every harness the frame that catches keeps more values across the call than there
 //! are callee-saved registers, and checks them after the catch: an unwinder that skipped a
 //! frame, or restored a register from the wrong slot, changes them.
@@ -64,6 +69,9 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind};
 
 const FIXTURE: &str = "fixtures/unwind/throw_through.clif";
+/// The `windows_fastcall` functions the C++ harnesses of x86_64 also throw through (their
+/// callee-saved registers include `rsi`, `rdi` and `xmm6`-`xmm15`).
+const FASTCALL_FIXTURE: &str = "fixtures/unwind/throw_through_fastcall.clif";
 /// The argument for which the callback throws (or panics).
 const THROWS: i64 = 13;
 /// The argument for which every entry returns.
@@ -91,8 +99,13 @@ fn functions() -> Vec<Function> {
 
 /// The entries of the fixture (`; entry: %name`), with whether their parameter is `i32`.
 fn entries() -> Vec<(String, bool)> {
-    let text = std::fs::read_to_string(root().join(FIXTURE)).unwrap();
-    let funcs = functions();
+    entries_of(FIXTURE)
+}
+
+/// The entries of `fixture` (a path from the repository's root), as [`entries`].
+fn entries_of(fixture: &str) -> Vec<(String, bool)> {
+    let text = std::fs::read_to_string(root().join(fixture)).unwrap();
+    let funcs = cranelift_reader::parse_functions(&text).unwrap();
     text.lines()
         .filter_map(|l| l.strip_prefix("; entry: %"))
         .map(|name| {
@@ -100,7 +113,7 @@ fn entries() -> Vec<(String, bool)> {
             let f = funcs
                 .iter()
                 .find(|f| f.name.to_string() == format!("%{name}"))
-                .unwrap_or_else(|| panic!("entry {name} is not in {FIXTURE}"));
+                .unwrap_or_else(|| panic!("entry {name} is not in {fixture}"));
             let narrow = f.signature.params[0].value_type == types::I32;
             (name, narrow)
         })
@@ -251,26 +264,42 @@ fn clif_merge_fixture(
 }
 
 /// The C++ harness: `cb` throws for [`THROWS`]; `main` calls every entry with
-/// [`RETURNS`] and [`THROWS`] and prints what happened.
-fn harness() -> String {
+/// [`RETURNS`] and [`THROWS`] and prints what happened. With `fastcall` (x86_64), the
+/// entries of [`FASTCALL_FIXTURE`] too, as `ms_abi` functions.
+fn harness(fastcall: bool) -> String {
     let mut s = harness_prelude();
-    let entries = entries();
-    for (name, narrow) in &entries {
-        let param = if *narrow { "int32_t" } else { "int64_t" };
-        s += &format!("extern \"C\" SYSV int64_t {name}({param});\n");
+    let mut declare = |entries: &[(String, bool)], convention: &str| {
+        for (name, narrow) in entries {
+            let param = if *narrow { "int32_t" } else { "int64_t" };
+            s += &format!("extern \"C\" {convention} int64_t {name}({param});\n");
+        }
+    };
+    declare(&entries(), "SYSV");
+    if fastcall {
+        declare(&entries_of(FASTCALL_FIXTURE), "MSABI");
     }
     s += "int main() {\n";
-    s += &harness_checks(|name, _| name.to_string());
+    s += &harness_checks(&harness_entries(fastcall), |name, _| name.to_string());
     s += "  return 0;\n}\n";
     s
+}
+
+/// The entries [`harness`] calls.
+fn harness_entries(fastcall: bool) -> Vec<(String, bool)> {
+    let mut all = entries();
+    if fastcall {
+        all.extend(entries_of(FASTCALL_FIXTURE));
+    }
+    all
 }
 
 /// What every harness starts with: `cb`, which throws for [`THROWS`], and `check`, which
 /// calls an entry with [`RETURNS`] and [`THROWS`] and prints what happened.
 ///
-/// `check` keeps [`KEPT_VALUES`] values live across the throwing call, more than the
-/// callee-saved registers hold, so that some are in each of them (`rbx`, `rbp`, `r12`-`r15`,
-/// and on Windows `rsi` and `rdi`; `x19`-`x28` on aarch64). The entries save and use those
+/// `check` keeps [`KEPT_VALUES`] integers and as many floats live across the throwing call,
+/// more than the callee-saved registers hold, so that some are in each of them (`rbx`,
+/// `rbp`, `r12`-`r15`, and on Windows `rsi`, `rdi` and `xmm6`-`xmm15`; `x19`-`x28` and
+/// `d8`-`d15` on aarch64). The entries save and use those
 /// registers too, so the values come back right only if the unwinder restores each
 /// register from where every frame the exception crossed saved it: a frame it skipped, or
 /// a save described at the wrong place, changes them. After the catch `check` compares each
@@ -279,16 +308,22 @@ fn harness() -> String {
 /// The entries are System V functions (`SYSV`: GCC's `sysv_abi` on Windows), and `cb` is
 /// the platform's C function (`windows_fastcall` on Windows, [`windows_fixture`]): GCC
 /// writes no SEH unwind information for a `sysv_abi` function, so an exception could not
-/// leave one.
+/// leave one. On x86_64, [`FASTCALL_FIXTURE`]'s entries are `MSABI` (GCC's `ms_abi` on
+/// Linux) and call `cb_fastcall`, which calls `cb`.
 fn harness_prelude() -> String {
     format!(
         "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n\
          #include <stdint.h>\n#include <stdio.h>\n\
-         #ifdef _WIN32\n#define SYSV __attribute__((sysv_abi))\n#else\n#define SYSV\n#endif\n\
+         #if defined(_WIN32)\n#define SYSV __attribute__((sysv_abi))\n#define MSABI\n\
+         #elif defined(__x86_64__)\n#define SYSV\n#define MSABI __attribute__((ms_abi))\n\
+         #else\n#define SYSV\n#endif\n\
          struct Thrown {{ int64_t value; }};\n\
          extern \"C\" int64_t cb(int64_t x) {{\n\
          \x20 if (x == 13) throw Thrown{{x}};\n\
          \x20 return x * 2 + 1;\n}}\n\
+         #ifdef MSABI\n\
+         extern \"C\" MSABI int64_t cb_fastcall(int64_t x) {{ return cb(x); }}\n\
+         #endif\n\
          static volatile int64_t seed = 0x5eed;\n\
          template <class F> static void check(const char *name, F f) {{\n\
          \x20 std::printf(\"%s(1) = %lld\\n\", name, (long long)f(1));\n\
@@ -305,30 +340,36 @@ fn harness_prelude() -> String {
          \x20 std::fflush(stdout);\n}}\n",
         // Scalars, which the compiler keeps in registers.
         loads = (0..KEPT_VALUES)
-            .map(|i| format!("  int64_t kept{i} = seed * {};\n", 2 * i + 3))
+            .map(|i| {
+                format!(
+                    "  int64_t kept{i} = seed * {};\n  double kept_float{i} = seed * {i}.5;\n",
+                    2 * i + 3
+                )
+            })
             .collect::<String>(),
         checks = (0..KEPT_VALUES)
             .map(|i| format!(
-                "  if (kept{i} != seed * {}) {{ std::printf(\"%s(13) changed the caller's value {i}\\n\", name); same = false; }}\n",
+                "  if (kept{i} != seed * {}) {{ std::printf(\"%s(13) changed the caller's value {i}\\n\", name); same = false; }}\n\
+                 \x20 if (kept_float{i} != seed * {i}.5) {{ std::printf(\"%s(13) changed the caller's float {i}\\n\", name); same = false; }}\n",
                 2 * i + 3
             ))
             .collect::<String>(),
     )
 }
 
-/// How many values `check` keeps across the throwing call ([`harness_prelude`]): more than
-/// any target's callee-saved integer registers.
+/// How many integers, and how many floats, `check` keeps across the throwing call
+/// ([`harness_prelude`]): more than any target's callee-saved registers of either kind.
 const KEPT_VALUES: usize = 12;
 /// What `check` prints when every value it kept came back.
 const KEPT: &str = "kept the caller's values";
 
 /// `main`'s checks of every entry, each called as `callee(name, narrow)` (a function or a
 /// function pointer of the entry's type).
-fn harness_checks(callee: impl Fn(&str, bool) -> String) -> String {
+fn harness_checks(entries: &[(String, bool)], callee: impl Fn(&str, bool) -> String) -> String {
     let mut s = String::new();
-    for (name, narrow) in entries() {
-        let cast = if narrow { "(int32_t)" } else { "" };
-        let callee = callee(&name, narrow);
+    for (name, narrow) in entries {
+        let cast = if *narrow { "(int32_t)" } else { "" };
+        let callee = callee(name, *narrow);
         s += &format!("  check(\"{name}\", [](int64_t x) {{ return {callee}({cast}x); }});\n");
     }
     s
@@ -355,8 +396,8 @@ fn harness_printed(out: std::process::Output, context: &str) -> String {
 /// Every configuration must print what the first one (unmerged) printed: each entry's value
 /// for [`RETURNS`], and for [`THROWS`] the exception caught by the harness with the values
 /// it kept unchanged.
-fn check_output(reference: &str, got: &str, context: &str) {
-    for (name, _) in entries() {
+fn check_output(entries: &[(String, bool)], reference: &str, got: &str, context: &str) {
+    for (name, _) in entries {
         let caught = format!("{name}({THROWS}) threw {THROWS}, caught outside");
         assert!(
             got.lines().any(|l| l == caught),
@@ -384,8 +425,9 @@ fn cxx_exceptions_cross_merged_code() {
     }
     for arch in arches() {
         let dir = scratch(&format!("cxx-{}", arch.triple));
+        let fastcall = arch.triple.starts_with("x86_64");
         let source = dir.join("harness.cpp");
-        std::fs::write(&source, harness()).unwrap();
+        std::fs::write(&source, harness(fastcall)).unwrap();
         let mut reference: Option<String> = None;
         for (pic, link) in [(true, "shared library"), (false, "non-PIE executable")] {
             let main_o = dir.join(format!("harness-{pic}.o"));
@@ -397,6 +439,12 @@ fn cxx_exceptions_cross_merged_code() {
                 let context = format!("{} {link}, {config}", arch.triple);
                 let obj = dir.join(format!("m{i}-{pic}.o"));
                 clif_merge(arch.triple, pic, args, &[], &obj);
+                let mut objects = vec![obj.clone()];
+                if fastcall {
+                    let fast = dir.join(format!("f{i}-{pic}.o"));
+                    clif_merge_fixture(FASTCALL_FIXTURE, arch.triple, pic, args, &[], &fast);
+                    objects.push(fast);
+                }
                 // The exception must cross a body behind a thunk that grew the stack
                 // argument area (merge-similar's thunks are written as machine code with
                 // and without `--clif-thunks`); a change that left %grow_* framed or
@@ -416,7 +464,7 @@ fn cxx_exceptions_cross_merged_code() {
                     let lib = dir.join(format!("libm{i}.so"));
                     run(Command::new(arch.cxx)
                         .arg("-shared")
-                        .arg(&obj)
+                        .args(&objects)
                         .arg("-o")
                         .arg(&lib));
                     run(Command::new(arch.cxx)
@@ -429,7 +477,7 @@ fn cxx_exceptions_cross_merged_code() {
                     run(Command::new(arch.cxx)
                         .arg("-no-pie")
                         .arg(&main_o)
-                        .arg(&obj)
+                        .args(&objects)
                         .arg("-o")
                         .arg(&exe));
                 }
@@ -443,7 +491,7 @@ fn cxx_exceptions_cross_merged_code() {
                 };
                 let got = harness_output(&mut cmd, &context);
                 let reference = reference.get_or_insert_with(|| got.clone());
-                check_output(reference, &got, &context);
+                check_output(&harness_entries(fastcall), reference, &got, &context);
             }
         }
     }
@@ -681,7 +729,7 @@ fn cxx_exceptions_cross_windows_x64_code() {
     let fixture = windows_fixture(&dir);
     let fixture = fixture.to_str().unwrap();
     let source = dir.join("harness.cpp");
-    std::fs::write(&source, harness()).unwrap();
+    std::fs::write(&source, harness(true)).unwrap();
     let harness = dir.join("harness.o");
     run(Command::new(CXX)
         .args(["-O1", "-c"])
@@ -694,11 +742,21 @@ fn cxx_exceptions_cross_windows_x64_code() {
             let context = format!("x86_64-pc-windows-gnu, is_pic={pic}, {config}");
             let obj = dir.join(format!("m{i}-{pic}.o"));
             clif_merge_fixture(fixture, "x86_64-pc-windows-gnu", pic, args, &[], &obj);
+            let fast = dir.join(format!("f{i}-{pic}.o"));
+            clif_merge_fixture(
+                FASTCALL_FIXTURE,
+                "x86_64-pc-windows-gnu",
+                pic,
+                args,
+                &[],
+                &fast,
+            );
             let exe = dir.join(format!("run{i}-{pic}.exe"));
             run(Command::new(CXX)
                 .arg("-static")
                 .arg(&harness)
                 .arg(&obj)
+                .arg(&fast)
                 .arg("-o")
                 .arg(&exe));
             let (_, out) = wine::run(&exe, || {
@@ -709,7 +767,7 @@ fn cxx_exceptions_cross_windows_x64_code() {
             .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
             let got = harness_printed(out, &context);
             let reference = reference.get_or_insert_with(|| got.clone());
-            check_output(reference, &got, &context);
+            check_output(&harness_entries(true), reference, &got, &context);
         }
     }
 }
@@ -1087,7 +1145,7 @@ fn aarch64_jit_output(
         eh_frame.len(),
         eh_frame.len()
     );
-    source += &harness_checks(|name, narrow| {
+    source += &harness_checks(&entries(), |name, narrow| {
         let param = if narrow { "int32_t" } else { "int64_t" };
         format!("((int64_t (*)({param}))0x{:x}ull)", addresses[name])
     });
@@ -1124,7 +1182,7 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
         let name = format!("{mode:?}-{similar}-{clif_thunks}");
         let got = aarch64_jit_output(&dir.join(&name), mode, similar, clif_thunks, &[]);
         let reference = reference.get_or_insert_with(|| got.clone());
-        check_output(reference, &got, &format!("aarch64 JIT {name}"));
+        check_output(&entries(), reference, &got, &format!("aarch64 JIT {name}"));
     }
     // With pointer authentication: trampolines with merge-similar, both kinds of thunk.
     let reference = reference.expect("the runs above");
@@ -1138,7 +1196,7 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
                 clif_thunks,
                 settings,
             );
-            check_output(&reference, &got, &format!("aarch64 JIT {name}"));
+            check_output(&entries(), &reference, &got, &format!("aarch64 JIT {name}"));
         }
     }
 }
