@@ -150,6 +150,9 @@ pub struct Program {
     /// Cranelift settings beyond the harness's own (`NAME=VALUE`, as `--set` takes them),
     /// for every build, merged or not.
     pub settings: Vec<String>,
+    /// The one architecture the module is for (a triple's first part, `x86_64`), when its
+    /// code is not for every architecture (`windows_fastcall` functions); `None`: all.
+    pub architecture: Option<String>,
 }
 
 impl Program {
@@ -2297,6 +2300,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
         } else {
             Vec::new()
         },
+        architecture: None,
     }
 }
 

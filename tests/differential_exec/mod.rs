@@ -91,13 +91,19 @@ impl Arch {
         }
     }
 
-    /// Whether `program`'s objects link for the architecture; why not, when they do not.
-    /// MinGW's GNU ld (2.40) does not resolve a weak external whose search type is
+    /// Whether `program`'s objects link for the architecture; why not, when they do not:
+    /// a module for another architecture only ([`Program::architecture`]), or, on Windows, a
+    /// preemptible entry. MinGW's GNU ld (2.40) does not resolve a weak external whose search type is
     /// `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how cranelift-object (through the `object`
     /// crate) writes a preemptible function in COFF, from another object: the harness's
     /// reference to a preemptible entry stays undefined, merged or not (GCC writes
     /// `SEARCH_NOLIBRARY`). Calls within the object resolve.
     pub fn links(self, program: &Program) -> Result<(), String> {
+        if let Some(only) = &program.architecture {
+            if self.triple().split('-').next() != Some(only.as_str()) {
+                return Err(format!("the module is for {only} only"));
+            }
+        }
         let preemptible = program
             .entries
             .iter()
@@ -1483,12 +1489,19 @@ pub mod jit {
 /// integers and, when it compares addresses, on the address of every entry; the linkages
 /// of its functions (`; linkage: GLOB=LINKAGE`, as `--linkage` takes them); and `; set:
 /// NAME=VALUE` adds a Cranelift setting to every build (`opt_level=speed`, for what only
-/// the optimizer would show).
+/// the optimizer would show); `; arch: NAME` builds it for that architecture only (a
+/// triple's first part: `x86_64` for `windows_fastcall` functions, which Cranelift compiles
+/// for x86_64 alone).
 pub fn program_from_fixture(text: &str) -> Program {
     let mut entries = Vec::new();
     let mut linkages = Vec::new();
     let mut settings = Vec::new();
+    let mut architecture = None;
     for line in text.lines() {
+        if let Some(arch) = line.strip_prefix("; arch: ") {
+            architecture = Some(arch.trim().to_string());
+            continue;
+        }
         if let Some(setting) = line.strip_prefix("; set: ") {
             settings.push(setting.trim().to_string());
             continue;
@@ -1542,5 +1555,6 @@ pub fn program_from_fixture(text: &str) -> Program {
         vector_probes: 0,
         linkages,
         settings,
+        architecture,
     }
 }
