@@ -162,3 +162,109 @@ pub fn unwind_info(insts: &[(CodeOffset, UnwindInst)]) -> Result<Vec<u8>, String
     }
     Ok(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::TargetInfo;
+    use cranelift_codegen::control::ControlPlane;
+
+    /// A code read back: prologue offset, operation, information, the slots after the first.
+    type Decoded = (u8, u8, u8, Vec<u16>);
+
+    /// `UNWIND_INFO` read back: prologue size, frame register byte, and the codes.
+    fn decode(bytes: &[u8]) -> (u8, u8, Vec<Decoded>) {
+        assert_eq!(bytes[0], 1, "version 1, no flags");
+        let slots: Vec<u16> = bytes[4..4 + 2 * usize::from(bytes[2])]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let mut codes = Vec::new();
+        let mut i = 0;
+        while i < slots.len() {
+            let (at, op, info) = (
+                slots[i] as u8,
+                (slots[i] >> 8) as u8 & 15,
+                (slots[i] >> 12) as u8,
+            );
+            let extra = match (op, info) {
+                (0 | 2 | 3, _) => 0,
+                (1, 0) | (4 | 8, _) => 1,
+                (1, _) | (5 | 9, _) => 2,
+                _ => panic!("operation {op}"),
+            };
+            codes.push((at, op, info, slots[i + 1..i + 1 + extra].to_vec()));
+            i += 1 + extra;
+        }
+        (bytes[1], bytes[3], codes)
+    }
+
+    /// A `windows_fastcall` function that saves every callee-saved register: the unwind
+    /// information puts each where the prologue's own `mov`/`movdqu` stored it, counted from
+    /// `rbp - 16 × FrameOffset` as Windows counts (8-byte units for integers, 16 for XMM).
+    #[test]
+    fn every_saved_register_is_where_the_prologue_stored_it() {
+        let text = std::fs::read_to_string(format!(
+            "{}/fixtures/unwind/throw_through_fastcall.clif",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let func = cranelift_reader::parse_functions(&text).unwrap().remove(0);
+        let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
+        let isa = crate::emit::build_isa(&target, &[]).unwrap();
+        let mut ctx = cranelift_codegen::Context::for_function(func);
+        ctx.compile(&*isa, &mut ControlPlane::default()).unwrap();
+        let code = ctx.compiled_code().unwrap();
+        let (prologue, frame_register, codes) =
+            decode(&unwind_info(&code.buffer.unwind_info).unwrap());
+        let bytes = code.buffer.data();
+        // push rbp; mov rbp, rsp; sub rsp, imm32 (Cranelift's frame, which the codes follow).
+        assert_eq!(&bytes[..7], &[0x55, 0x48, 0x89, 0xe5, 0x48, 0x81, 0xec]);
+        let allocated = u32::from_le_bytes(bytes[7..11].try_into().unwrap());
+        assert_eq!(frame_register & 15, RBP);
+        let above_frame = u32::from(frame_register >> 4) * 16;
+        // Each save's store: `mov reg, disp(rsp)` / `movdqu xmm, disp(rsp)`, its
+        // displacement from rsp after the allocation, by register; rbp - allocated = rsp.
+        let mut stored = std::collections::BTreeMap::new();
+        let mut saves = 0;
+        for (at, op, info, extra) in &codes {
+            match op {
+                0 => assert_eq!((*at, *info), (1, RBP), "push rbp"),
+                2 => assert_eq!(u32::from(*info) * 8 + 8, above_frame, "the clobber area"),
+                1 => assert_eq!(u32::from(extra[0]) * 8, above_frame, "the clobber area"),
+                3 => assert_eq!(*at, 4, "rbp set after mov rbp, rsp"),
+                4 | 8 => {
+                    let scale = if *op == 4 { 8 } else { 16 };
+                    let from_rsp = allocated - above_frame + u32::from(extra[0]) * scale;
+                    stored.insert((*op, *info), from_rsp);
+                    saves += 1;
+                    assert!(*at <= prologue);
+                }
+                other => panic!("unexpected operation {other}"),
+            }
+        }
+        assert_eq!(saves, 17, "rbx, rsi, rdi, r12-r15 and xmm6-xmm15");
+        // Every store of the prologue, found in its bytes.
+        let prologue_code = &bytes[..usize::from(prologue)];
+        for ((op, reg), from_rsp) in stored {
+            let disp = from_rsp.to_le_bytes();
+            let rex_r = u8::from(reg >= 8) << 2;
+            let modrm = |m: u8| [m | ((reg & 7) << 3), 0x24];
+            let store: Vec<u8> = match (op, from_rsp < 128) {
+                (4, true) => [&[0x48 | rex_r, 0x89][..], &modrm(0x44), &[disp[0]]].concat(),
+                (4, false) => [&[0x48 | rex_r, 0x89][..], &modrm(0x84), &disp].concat(),
+                (_, small) => {
+                    let rex: &[u8] = if rex_r != 0 { &[0x44] } else { &[] };
+                    let tail: &[u8] = if small { &disp[..1] } else { &disp };
+                    let m = if small { 0x44 } else { 0x84 };
+                    [&[0xf3][..], rex, &[0x0f, 0x7f], &modrm(m), tail].concat()
+                }
+            };
+            assert!(
+                prologue_code.windows(store.len()).any(|w| w == store),
+                "register {reg} (operation {op}) said to be at rsp+{from_rsp:#x}: no such \
+                 store in the prologue {prologue_code:02x?}"
+            );
+        }
+    }
+}
