@@ -80,7 +80,11 @@ impl Arch {
     /// objects with PIC and without.
     pub fn outputs(self) -> Vec<Output> {
         match self {
-            Arch::X86_64Windows => vec![Output::PicExecutable, Output::Executable],
+            Arch::X86_64Windows => vec![
+                Output::PicExecutable,
+                Output::Executable,
+                Output::SharedLibrary,
+            ],
             Arch::X86_64 | Arch::Aarch64 => {
                 let mut outputs = vec![Output::SharedLibrary, Output::Executable];
                 if self.is_host() || self == Arch::Aarch64 {
@@ -169,12 +173,13 @@ impl Arch {
 /// How the code is built and loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// An object with PIC, linked into a shared library.
+    /// An object with PIC, linked into a shared library (on Windows a DLL, which exports
+    /// every function and whose entries the harness calls through its import table).
     SharedLibrary,
     /// An object without PIC, linked into a non-PIE executable.
     Executable,
     /// An object with PIC, linked into an executable: for Windows, where `is_pic=true`
-    /// (the command line's default) is how most objects are written and a DLL is not built.
+    /// (the command line's default) is how most objects are written, DLL or not.
     PicExecutable,
     /// cranelift-jit through the plugin (no PIC): on the host in a child process of the test
     /// binary, for aarch64 elsewhere as an image under qemu.
@@ -702,7 +707,11 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         format!("%{n}")
     })?;
     let harness = dir.join("harness.c");
-    std::fs::write(&harness, c_harness(program, &Entries::Linked)).map_err(|e| e.to_string())?;
+    let entries = match (config.arch, config.output) {
+        (Arch::X86_64Windows, Output::SharedLibrary) => Entries::Imported,
+        _ => Entries::Linked,
+    };
+    std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
     let exe = dir.join(match config.arch {
         Arch::X86_64Windows => "run.exe",
@@ -726,7 +735,14 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     };
     match config.output {
         Output::SharedLibrary => {
-            let lib = dir.join("libgen.so");
+            // Wine finds a DLL beside the executable; Linux, through the run path.
+            let (lib, search): (_, &[String]) = match config.arch {
+                Arch::X86_64Windows => (dir.join("gen.dll"), &[]),
+                Arch::X86_64 | Arch::Aarch64 => (
+                    dir.join("libgen.so"),
+                    &[format!("-Wl,-rpath,{}", dir.display())],
+                ),
+            };
             command(
                 Command::new(cc)
                     .arg("-shared")
@@ -741,7 +757,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .arg(&exe)
                     .arg(&harness)
                     .arg(&lib)
-                    .arg(format!("-Wl,-rpath,{}", dir.display()))
+                    .args(search)
                     .arg("-lm"),
             )?;
         }
@@ -837,6 +853,11 @@ fn parse_results(stdout: &str) -> Result<Results, String> {
 pub enum Entries<'a> {
     /// Linked with it, by name.
     Linked,
+    /// In a Windows DLL, by name, each address read from the executable's import table
+    /// (`__declspec(dllimport)`) when the harness starts: the address the DLL's own code
+    /// takes, as on Linux, where the executable's reference goes through the GOT. (Without
+    /// it MinGW's linker hands the executable the address of an import stub of its own.)
+    Imported,
     /// In a JIT image ([`jit_image`]) that it loads first: the image file, the address
     /// it was built at and its length, each entry's address, and whether its code is
     /// mapped guarded by branch protection.
@@ -864,6 +885,17 @@ fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
             }
             s.push_str("static void load_image(void) {}\n");
         }
+        Entries::Imported => {
+            for e in &p.entries {
+                let _ = writeln!(s, "__declspec(dllimport) extern void {}(void);", e.name);
+            }
+            let _ = writeln!(s, "static void (*SYMS[{}])(void);", p.entries.len().max(1));
+            s.push_str("static void load_image(void) {\n");
+            for (i, e) in p.entries.iter().enumerate() {
+                let _ = writeln!(s, "  SYMS[{i}] = {};", e.name);
+            }
+            s.push_str("}\n");
+        }
         Entries::Image {
             path,
             base,
@@ -874,18 +906,22 @@ fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
             s.push_str(&jit_image::loader_c(path, *base, *len, *guarded));
         }
     }
-    s.push_str("static void (*const SYMS[])(void) = {\n");
-    for (i, e) in p.entries.iter().enumerate() {
-        match entries {
-            Entries::Linked => {
-                let _ = writeln!(s, "  {},", e.name);
-            }
-            Entries::Image { addresses, .. } => {
-                let _ = writeln!(s, "  (void (*)(void))0x{:x}ull,", addresses[i]);
+    if !matches!(entries, Entries::Imported) {
+        s.push_str("static void (*const SYMS[])(void) = {\n");
+        for (i, e) in p.entries.iter().enumerate() {
+            match entries {
+                Entries::Linked => {
+                    let _ = writeln!(s, "  {},", e.name);
+                }
+                Entries::Image { addresses, .. } => {
+                    let _ = writeln!(s, "  (void (*)(void))0x{:x}ull,", addresses[i]);
+                }
+                Entries::Imported => unreachable!("filled by load_image"),
             }
         }
+        s.push_str("};\n");
     }
-    s.push_str("};\nstatic const unsigned FLAGS[] = {");
+    s.push_str("static const unsigned FLAGS[] = {");
     for e in &p.entries {
         let _ = write!(s, "{},", e.flags);
     }
@@ -1041,6 +1077,7 @@ pub fn keep_failure(
         Arch::X86_64Windows => "x86_64-windows",
     };
     let output = match config.output {
+        Output::SharedLibrary if config.arch == Arch::X86_64Windows => "dll",
         Output::SharedLibrary => "so",
         Output::Executable => "exe",
         Output::PicExecutable => "pic-exe",
