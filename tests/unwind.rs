@@ -31,15 +31,6 @@
 //!   as `windows_fastcall`) for `x86_64-pc-windows-gnu`, in every configuration, with PIC
 //!   and without, linked by MinGW-w64's g++ and run under Wine, whose unwinder reads
 //!   `.pdata` and `.xdata` as Windows does (SEH).
-//!
-//! On x86_64 (Linux and Windows) the harness also throws through
-//! `fixtures/unwind/throw_through_fastcall.clif`, `windows_fastcall` functions (a Windows
-//! triple's default convention) that save and use every callee-saved register of that
-//! convention, `rsi`, `rdi` and `xmm6`-`xmm15` included.
-//!
-//! In every harness the frame that catches keeps more values across the call than there
-//! are callee-saved registers, and checks them after the catch: an unwinder that skipped a
-//! frame, or restored a register from the wrong slot, changes them.
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -50,6 +41,15 @@
 //!   image at the same address, registers the table with its libgcc, and `cb` throws
 //!   through every entry in every mode (and with pointer authentication, A key and B key).
 //!   The frames are not registered with this process.
+//!
+//! On x86_64 (Linux and Windows) the harness also throws through
+//! `fixtures/unwind/throw_through_fastcall.clif`, `windows_fastcall` functions (a Windows
+//! triple's default convention) that save and use every callee-saved register of that
+//! convention, `rsi`, `rdi` and `xmm6`-`xmm15` included.
+//!
+//! In every harness the frame that catches keeps more values across the call than there
+//! are callee-saved registers, and checks them after the catch: an unwinder that skipped a
+//! frame, or restored a register from the wrong slot, changes them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -244,7 +244,8 @@ fn clif_merge(triple: &str, pic: bool, args: &[&str], extra: &[&str], out: &Path
     clif_merge_fixture(FIXTURE, triple, pic, args, extra, out);
 }
 
-/// Compile `fixture` (a path from the repository's root) with clif-merge into `out`.
+/// Compile `fixture` (a path from the repository's root, or an absolute one) with
+/// clif-merge into `out`.
 fn clif_merge_fixture(
     fixture: &str,
     triple: &str,
@@ -299,11 +300,10 @@ fn harness_entries(fastcall: bool) -> Vec<(String, bool)> {
 /// `check` keeps [`KEPT_VALUES`] integers and as many floats live across the throwing call,
 /// more than the callee-saved registers hold, so that some are in each of them (`rbx`,
 /// `rbp`, `r12`-`r15`, and on Windows `rsi`, `rdi` and `xmm6`-`xmm15`; `x19`-`x28` and
-/// `d8`-`d15` on aarch64). The entries save and use those
-/// registers too, so the values come back right only if the unwinder restores each
-/// register from where every frame the exception crossed saved it: a frame it skipped, or
-/// a save described at the wrong place, changes them. After the catch `check` compares each
-/// with its value computed again.
+/// `d8`-`d15` on aarch64). The entries save and use those registers too, so the values
+/// come back right only if the unwinder restores each register from where every frame the
+/// exception crossed saved it: a frame it skipped, or a save described at the wrong place,
+/// changes them. After the catch `check` compares each with its value computed again.
 ///
 /// The entries are System V functions (`SYSV`: GCC's `sysv_abi` on Windows), and `cb` is
 /// the platform's C function (`windows_fastcall` on Windows, [`windows_fixture`]): GCC

@@ -96,9 +96,9 @@ impl Arch {
     }
 
     /// Whether `program`'s objects link for the architecture; why not, when they do not:
-    /// a module for another architecture only ([`Program::architecture`]), or, on Windows, a
-    /// preemptible entry. MinGW's GNU ld (2.40) does not resolve a weak external whose search type is
-    /// `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how cranelift-object (through the `object`
+    /// a module for another architecture only ([`Program::architecture`]), or, on Windows,
+    /// a preemptible entry. MinGW's GNU ld (2.40) does not resolve a weak external whose
+    /// search type is `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how cranelift-object (through the `object`
     /// crate) writes a preemptible function in COFF, from another object: the harness's
     /// reference to a preemptible entry stays undefined, merged or not (GCC writes
     /// `SEARCH_NOLIBRARY`). Calls within the object resolve.
@@ -133,39 +133,32 @@ impl Arch {
     /// Whether this machine can link and run code for the architecture; a one-line
     /// notice says what is missing when not.
     pub fn available(self) -> Result<(), String> {
-        let have = |tool: &str| {
-            Command::new(tool)
+        // The first of `tools` (each with the packages that give it) this machine lacks.
+        let need = |tools: &[(&str, &str)]| match tools.iter().find(|(tool, _)| {
+            !Command::new(tool)
                 .arg("--version")
                 .output()
                 .is_ok_and(|o| o.status.success())
+        }) {
+            None => Ok(()),
+            Some((tool, "")) => Err(format!("no {tool}")),
+            Some((tool, packages)) => Err(format!("no {tool} (Debian: {packages})")),
         };
         match self {
-            Arch::X86_64 if self.is_host() => {
-                if have("cc") {
-                    Ok(())
-                } else {
-                    Err("no cc".into())
-                }
-            }
+            Arch::X86_64 if self.is_host() => need(&[("cc", "")]),
             Arch::X86_64 => Err("not an x86_64 Linux host".into()),
-            Arch::X86_64Windows => {
-                if !have("x86_64-w64-mingw32-gcc") {
-                    Err("no x86_64-w64-mingw32-gcc (Debian: gcc-mingw-w64-x86-64)".into())
-                } else if !have("wine") {
-                    Err("no wine (Debian: wine64)".into())
-                } else {
-                    wine::ready()
-                }
-            }
-            Arch::Aarch64 => {
-                if !have("aarch64-linux-gnu-gcc") {
-                    Err("no aarch64-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross)".into())
-                } else if !have("qemu-aarch64") {
-                    Err("no qemu-aarch64 (Debian: qemu-user)".into())
-                } else {
-                    Ok(())
-                }
-            }
+            Arch::X86_64Windows => need(&[
+                ("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64"),
+                ("wine", "wine64"),
+            ])
+            .and_then(|()| wine::ready()),
+            Arch::Aarch64 => need(&[
+                (
+                    "aarch64-linux-gnu-gcc",
+                    "gcc-aarch64-linux-gnu libc6-dev-arm64-cross",
+                ),
+                ("qemu-aarch64", "qemu-user"),
+            ]),
         }
     }
 }
