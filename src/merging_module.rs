@@ -125,7 +125,8 @@ impl MergingModule<JITModule> {
     /// Merge, compile, define, finalize and register the unwind frames: every declared id
     /// then resolves with `JITModule::get_finalized_function`.
     pub fn finalize_definitions(self) -> Result<FinalizedJit, PluginError> {
-        let (mut module, merged) = self.define(AliasStyle::Thunk)?;
+        let (mut module, mut merged) = self.define(AliasStyle::Thunk)?;
+        merged.define_jit_unwind_data(&mut module)?;
         module
             .finalize_definitions()
             .map_err(|e| PluginError::Module(e.to_string()))?;

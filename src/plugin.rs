@@ -88,6 +88,7 @@ use cranelift_object::{ObjectModule, ObjectProduct};
 
 use crate::emit::define::{AliasStyle, Naming};
 use crate::emit::sink::{Emitted, Sink};
+use crate::emit::unwind::windows_jit::{JitUnwindData, WindowsFunctionTable};
 use crate::emit::unwind::{Frames, JitFrames};
 use crate::emit::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::similar::{SimilarOptions, SimilarReport};
@@ -162,6 +163,9 @@ pub struct Merged {
     aliases: Vec<(FuncId, FuncId, Linkage)>,
     style: AliasStyle,
     frames: Frames,
+    /// In a JIT for Windows x64: the `UNWIND_INFO`s of the bodies the merger defined, as
+    /// data of the module ([`JitUnwindData`]).
+    windows_unwind: Option<JitUnwindData>,
     /// What Cranelift said about each compiled body, by the id it is defined under.
     code: HashMap<FuncId, Arc<CompiledCode>>,
     /// What was compiled and written.
@@ -282,7 +286,9 @@ impl FunctionMerger {
     /// function that would be an alias gets a single-jump thunk, so that every id the
     /// compiler declared can be finalized and called.
     pub fn define_in_jit(self, module: &mut JITModule) -> Result<Merged, PluginError> {
-        self.define_in(module, AliasStyle::Thunk)
+        let mut merged = self.define_in(module, AliasStyle::Thunk)?;
+        merged.define_jit_unwind_data(module)?;
+        Ok(merged)
     }
 
     /// Merge and define in any module, aliases realised as `style`; errors name functions
@@ -394,6 +400,7 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             aliases,
             style: self.style,
             frames: emitted.defined.frames,
+            windows_unwind: None,
             code,
             summary: EmitSummary::default(),
             similar: None,
@@ -462,8 +469,44 @@ impl Merged {
     /// the frames. Nothing is registered for code of another architecture than this
     /// process's: see [`Merged::jit_eh_frame`].
     pub fn register_jit_frames(&self, module: &JITModule) -> Result<JitFrames, EmitError> {
-        self.frames
-            .register_jit(|id| module.get_finalized_function(id))
+        let mut frames = self
+            .frames
+            .register_jit(|id| module.get_finalized_function(id))?;
+        if let Some(table) = self.jit_function_table(module)? {
+            frames.register_windows(table)?;
+        }
+        Ok(frames)
+    }
+
+    /// For a JIT compiling for Windows x64: the table of `RUNTIME_FUNCTION`s that
+    /// [`Merged::register_jit_frames`] registers with `RtlAddFunctionTable` on Windows, for
+    /// code run elsewhere or an embedder that registers it itself. Its entries are offsets
+    /// from its base address, into the code and into the `UNWIND_INFO`s, which the merger
+    /// defined in the module as read-only data. `None` for other targets. Call it after
+    /// `module.finalize_definitions()`.
+    pub fn jit_function_table(
+        &self,
+        module: &JITModule,
+    ) -> Result<Option<WindowsFunctionTable>, EmitError> {
+        self.windows_unwind
+            .as_ref()
+            .map(|unwind| {
+                unwind.function_table(
+                    |id| module.get_finalized_function(id),
+                    module.get_finalized_data(unwind.data()).0,
+                )
+            })
+            .transpose()
+    }
+
+    /// Define the Windows x64 unwind information of the bodies the merger defined in the
+    /// JIT module `module` (nothing for other targets), before it is finalized.
+    pub(crate) fn define_jit_unwind_data(
+        &mut self,
+        module: &mut JITModule,
+    ) -> Result<(), EmitError> {
+        self.windows_unwind = JitUnwindData::define(&self.frames, module)?;
+        Ok(())
     }
 
     /// The `.eh_frame` that [`Merged::register_jit_frames`] registers, as bytes with every

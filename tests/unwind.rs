@@ -41,6 +41,11 @@
 //!   image at the same address, registers the table with its libgcc, and `cb` throws
 //!   through every entry in every mode (and with pointer authentication, A key and B key).
 //!   The frames are not registered with this process.
+//! - `cxx_exceptions_cross_windows_x64_jit_code`: the functions of the Windows harness
+//!   defined through the plugin in a `JITModule` for `x86_64-pc-windows-gnu`, written out
+//!   as an image; a C++ loader under Wine maps it at the same address, registers
+//!   `Merged::jit_function_table`'s `RUNTIME_FUNCTION`s with `RtlAddFunctionTable`, and
+//!   `cb` throws through every entry in every mode.
 //!
 //! On x86_64 (Linux and Windows) the harness also throws through
 //! `fixtures/unwind/throw_through_fastcall.clif`, `windows_fastcall` functions (a Windows
@@ -687,9 +692,20 @@ fn windows_x64_objects_have_pdata() {
 /// C convention there, since GCC writes no SEH unwind information for the `sysv_abi`
 /// function `cb` would otherwise have to be. Written into `dir`; its path.
 fn windows_fixture(dir: &Path) -> PathBuf {
-    let mut text = String::new();
+    let text: String = windows_functions()
+        .iter()
+        .map(|func| format!("{}\n", func.display()))
+        .collect();
+    let path = dir.join("throw_through_windows.clif");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The fixture's functions, `%cb` called as `windows_fastcall` ([`windows_fixture`]).
+fn windows_functions() -> Vec<Function> {
+    let mut funcs = functions();
     let mut changed = 0;
-    for mut func in functions() {
+    for func in &mut funcs {
         let callbacks: Vec<_> = func
             .dfg
             .ext_funcs
@@ -701,12 +717,9 @@ fn windows_fixture(dir: &Path) -> PathBuf {
             func.dfg.signatures[sig].call_conv = CallConv::WindowsFastcall;
             changed += 1;
         }
-        text += &format!("{}\n", func.display());
     }
     assert!(changed > 0, "no function of {FIXTURE} calls %cb");
-    let path = dir.join("throw_through_windows.clif");
-    std::fs::write(&path, text).unwrap();
-    path
+    funcs
 }
 
 /// Windows x64 (COFF, SEH; `tests/unwind.rs`'s module docs): [`windows_fixture`] compiled
@@ -856,7 +869,7 @@ fn plugin_results(mode: MergeMode, similar: bool, clif_thunks: bool) -> BTreeMap
     let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
     builder.symbol("cb", cb as *const u8);
     let mut module = JITModule::new(builder);
-    let (merged, ids) = define_with_plugin(&mut module, mode, similar, clif_thunks);
+    let (merged, ids) = define_with_plugin(&mut module, functions(), mode, similar, clif_thunks);
     module.finalize_definitions().unwrap();
     let frames = merged.register_jit_frames(&module).unwrap();
     assert!(
@@ -870,15 +883,16 @@ fn plugin_results(mode: MergeMode, similar: bool, clif_thunks: bool) -> BTreeMap
     got
 }
 
-/// The fixture's functions declared in `module` (`cb` imported) and defined there by a
-/// `FunctionMerger` in `mode`: what the merger did, and the id of each name.
+/// `funcs` declared in `module` (the functions they call but do not define, such as `cb`,
+/// imported) and defined there by a `FunctionMerger` in `mode`: what the merger did, and
+/// the id of each name.
 fn define_with_plugin(
     module: &mut JITModule,
+    funcs: Vec<Function>,
     mode: MergeMode,
     similar: bool,
     clif_thunks: bool,
 ) -> (Merged, BTreeMap<String, FuncId>) {
-    let funcs = functions();
     let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
     for f in &funcs {
         let name = f.name.to_string().trim_start_matches('%').to_string();
@@ -1065,6 +1079,48 @@ fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
 #[path = "common/jit_region.rs"]
 mod jit_region;
 
+/// A `JITModule` for `isa` that allocates from a fresh fixed-address region
+/// ([`jit_region`]), each of `imports` resolved to its stub there: the region (which must
+/// outlive the module) and the module.
+fn image_module(
+    isa: cranelift_codegen::isa::OwnedTargetIsa,
+    imports: &'static [(&'static str, &'static str)],
+) -> (jit_region::Region, JITModule) {
+    let region = jit_region::Region::new().unwrap();
+    let base = region.base();
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    builder.memory_provider(region.provider());
+    builder.symbol_lookup_fn(Box::new(move |name| {
+        let stub = jit_region::stub_address(base, imports, name);
+        Some(stub.unwrap_or_else(|| panic!("the image imports {name}")) as *const u8)
+    }));
+    (region, JITModule::new(builder))
+}
+
+/// The address of each of `entries` in the finalized `module` (its functions' `ids`),
+/// and `region`, which it allocated from, written out as `dir/jit.image`: the image's path
+/// and the addresses.
+fn write_image(
+    dir: &Path,
+    region: &jit_region::Region,
+    module: JITModule,
+    ids: &BTreeMap<String, FuncId>,
+    entries: &[(String, bool)],
+) -> (PathBuf, BTreeMap<String, usize>) {
+    let addresses = entries
+        .iter()
+        .map(|(name, _)| {
+            let address = module.get_finalized_function(ids[name]) as usize;
+            (name.clone(), address)
+        })
+        .collect();
+    drop(module);
+    std::fs::create_dir_all(dir).unwrap();
+    let image = dir.join("jit.image");
+    std::fs::write(&image, region.bytes(region.used())).unwrap();
+    (image, addresses)
+}
+
 /// What the aarch64 JIT image imports: `cb`, the C++ harness's own.
 const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
 
@@ -1092,16 +1148,8 @@ fn aarch64_jit_output(
         })
         .collect();
     let isa = clif_merge::build_isa(&target, &settings).unwrap();
-    let region = jit_region::Region::new().unwrap();
-    let base = region.base();
-    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-    builder.memory_provider(region.provider());
-    builder.symbol_lookup_fn(Box::new(move |name| {
-        let stub = jit_region::stub_address(base, &IMAGE_IMPORTS, name);
-        Some(stub.unwrap_or_else(|| panic!("the image imports {name}")) as *const u8)
-    }));
-    let mut module = JITModule::new(builder);
-    let (merged, ids) = define_with_plugin(&mut module, mode, similar, clif_thunks);
+    let (region, mut module) = image_module(isa, &IMAGE_IMPORTS);
+    let (merged, ids) = define_with_plugin(&mut module, functions(), mode, similar, clif_thunks);
     module.finalize_definitions().unwrap();
     // Frames of aarch64 code are not this x86_64 process's to unwind.
     assert_eq!(
@@ -1120,23 +1168,18 @@ fn aarch64_jit_output(
         "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of RA_SIGN_STATE) \
          in the JIT's .eh_frame"
     );
-    let addresses: BTreeMap<String, usize> = entries()
-        .into_iter()
-        .map(|(name, _)| {
-            let address = module.get_finalized_function(ids[&name]) as usize;
-            (name, address)
-        })
-        .collect();
-    drop(module);
-
-    std::fs::create_dir_all(dir).unwrap();
-    let image = dir.join("jit.image");
-    let len = region.used();
-    std::fs::write(&image, region.bytes(len)).unwrap();
+    let (image, addresses) = write_image(dir, &region, module, &ids, &entries());
+    let (base, len) = (region.base(), region.used());
     let frames = dir.join("eh_frame.bin");
     std::fs::write(&frames, &eh_frame).unwrap();
     let mut source = harness_prelude();
-    source += &jit_region::loader_c(&image, base, len, &IMAGE_IMPORTS, false);
+    source += &jit_region::loader_c(
+        &image,
+        base,
+        len,
+        &IMAGE_IMPORTS,
+        &jit_region::Loader::LinuxAarch64 { guarded: false },
+    );
     source += "extern \"C\" void __register_frame(void *);\nint main() {\n  load_image();\n";
     source += &format!(
         "  static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); return 3; }}\n  fclose(f);\n  __register_frame(frames);\n",
@@ -1198,6 +1241,114 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
             );
             check_output(&entries(), &reference, &got, &format!("aarch64 JIT {name}"));
         }
+    }
+}
+
+/// What the Windows JIT image imports: `cb` and `cb_fastcall`, the C++ harness's own.
+const WINDOWS_IMAGE_IMPORTS: [(&str, &str); 2] = [("cb", "&cb"), ("cb_fastcall", "&cb_fastcall")];
+
+/// The functions of [`windows_fixture`] and [`FASTCALL_FIXTURE`] defined through the plugin
+/// in a `JITModule` for `x86_64-pc-windows-gnu` (a fixed-address region of this process,
+/// [`jit_region`]), written out as an image, and run under Wine by a C++ loader that maps
+/// the image where the JIT put it, registers the function table the plugin gives for it
+/// (`Merged::jit_function_table`: `RUNTIME_FUNCTION`s into the code and into the
+/// `UNWIND_INFO`s the merger defined in the module) with `RtlAddFunctionTable`, as a
+/// Windows JIT does, and calls every entry: what it printed. With `register` false the
+/// table is left out.
+fn windows_jit_output(
+    dir: &Path,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+    register: bool,
+) -> String {
+    let context = format!(
+        "x86_64-pc-windows-gnu JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}"
+    );
+    let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
+    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
+    let (region, mut module) = image_module(isa, &WINDOWS_IMAGE_IMPORTS);
+    let mut funcs = windows_functions();
+    let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
+    funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());
+    let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
+    module.finalize_definitions().unwrap();
+    let table = merged
+        .jit_function_table(&module)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{context}: no function table"));
+    assert!(!table.functions.is_empty(), "{context}: an empty table");
+    let fastcall: Vec<String> = entries_of(FASTCALL_FIXTURE)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let (image, addresses) = write_image(dir, &region, module, &ids, &harness_entries(true));
+    let (base, len) = (region.base(), region.used());
+    let mut source = harness_prelude();
+    source += &jit_region::loader_c(
+        &image,
+        base,
+        len,
+        &WINDOWS_IMAGE_IMPORTS,
+        &jit_region::Loader::WindowsX64 {
+            function_table: register.then_some(&table),
+        },
+    );
+    source += "int main() {\n  load_image();\n";
+    source += &harness_checks(&harness_entries(true), |name, narrow| {
+        let param = if narrow { "int32_t" } else { "int64_t" };
+        let convention = if fastcall.iter().any(|f| f == name) {
+            "MSABI"
+        } else {
+            "SYSV"
+        };
+        format!(
+            "((int64_t ({convention} *)({param}))0x{:x}ull)",
+            addresses[name]
+        )
+    });
+    source += "  return 0;\n}\n";
+    let harness = dir.join("harness.cpp");
+    std::fs::write(&harness, source).unwrap();
+    let exe = dir.join("run.exe");
+    run(Command::new("x86_64-w64-mingw32-g++")
+        .args(["-O1", "-static", "-o"])
+        .arg(&exe)
+        .arg(&harness));
+    let (_, out) = wine::run(&exe, || {
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "120", "wine"]);
+        c
+    })
+    .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
+    harness_printed(out, &context)
+}
+
+/// `Merged::jit_function_table`, run: a C++ exception thrown by `cb` crosses the merged
+/// JIT code for Windows x64 of every mode (with and without merge-similar, single-jump and
+/// CLIF thunks) under Wine, whose unwinder finds the code's `UNWIND_INFO`s through the
+/// registered table, and is caught by the harness with the values it kept in callee-saved
+/// registers unchanged, every entry returning what it returns unmerged. Without the table
+/// the exception finds no handler. Needs an x86_64 host (the image's fixed addresses are
+/// this process's), MinGW-w64's g++ and Wine.
+#[test]
+fn cxx_exceptions_cross_windows_x64_jit_code() {
+    const CXX: &str = "x86_64-w64-mingw32-g++";
+    if !cfg!(target_arch = "x86_64") || !have(CXX) || !have("wine") {
+        eprintln!("skipping: needs an x86_64 host, {CXX} (Debian: g++-mingw-w64-x86-64) and wine (Debian: wine64)");
+        return;
+    }
+    if let Err(e) = wine::ready() {
+        panic!("Wine's prefix could not be made: {e}");
+    }
+    let dir = scratch("windows-jit");
+    let entries = harness_entries(true);
+    let mut reference: Option<String> = None;
+    for (mode, similar, clif_thunks) in jit_configurations() {
+        let name = format!("{mode:?}-{similar}-{clif_thunks}");
+        let got = windows_jit_output(&dir.join(&name), mode, similar, clif_thunks, true);
+        let reference = reference.get_or_insert_with(|| got.clone());
+        check_output(&entries, reference, &got, &format!("Windows JIT {name}"));
     }
 }
 

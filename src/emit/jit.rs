@@ -6,9 +6,10 @@
 //!
 //! cranelift-jit registers no unwind information, so after `finalize_definitions()` the
 //! frames of every defined body are registered with the process's unwinder
-//! ([`super::unwind::Frames::register_jit`]) and stay registered as long as the
-//! [`JitFunctions`] lives: a panic or a C++ exception thrown by a host function can cross
-//! the JIT code to a `catch_unwind` or `catch` outside.
+//! ([`super::unwind::Frames::register_jit`]; on Windows a function table whose
+//! `UNWIND_INFO`s the module holds as data, [`super::unwind::windows_jit`]) and stay
+//! registered as long as the [`JitFunctions`] lives: a panic or a C++ exception thrown by
+//! a host function can cross the JIT code to a `catch_unwind` or `catch` outside.
 //!
 //! cranelift-jit panics when a relocation names a symbol it cannot find (an imported
 //! function, a data object, a libcall such as `__cranelift_x86_pshufb`, which Cranelift
@@ -26,6 +27,7 @@ use cranelift_module::{default_libcall_names, FuncId, ModuleRelocTarget};
 use super::compile::FUNCTION_NAMESPACE;
 use super::define::{AliasStyle, Naming};
 use super::sink::{Emitted, Sink};
+use super::unwind::windows_jit::JitUnwindData;
 use super::unwind::JitFrames;
 use super::{EmitError, EmitSummary};
 use crate::names::FuncName;
@@ -192,6 +194,7 @@ impl Sink for JitSink {
         _summary: &mut EmitSummary,
     ) -> Result<JitFunctions, EmitError> {
         self.check_outside_symbols(&emitted)?;
+        let windows_unwind = JitUnwindData::define(&emitted.defined.frames, &mut self.jit)?;
         crate::guard::unpanicked(|| self.jit.finalize_definitions().map_err(Box::new))
             .map_err(EmitError::Jit)?
             .map_err(|source| EmitError::Module {
@@ -199,10 +202,12 @@ impl Sink for JitSink {
                 source,
             })?;
         let jit = self.jit;
-        let frames = emitted
-            .defined
-            .frames
-            .register_jit(|id| jit.get_finalized_function(id))?;
+        let address_of = |id| jit.get_finalized_function(id);
+        let mut frames = emitted.defined.frames.register_jit(address_of)?;
+        if let Some(unwind) = windows_unwind {
+            let data = jit.get_finalized_data(unwind.data()).0;
+            frames.register_windows(unwind.function_table(address_of, data)?)?;
+        }
         Ok(JitFunctions {
             frames,
             module: jit,

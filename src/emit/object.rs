@@ -91,6 +91,9 @@ pub enum EmitError {
     /// cranelift-jit failed to finalize the module (it panics where it cannot go on).
     #[error("finalizing the JIT module: {0}")]
     Jit(String),
+    /// The Windows function table of JIT code cannot be made.
+    #[error("the Windows unwind table of the JIT code: {0}")]
+    UnwindTable(String),
 }
 
 /// Options for writing the object.

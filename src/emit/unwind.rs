@@ -35,6 +35,13 @@
 //!   for another architecture than this process's (a JIT image run under an emulator or
 //!   in another process) is never registered here: [`Frames::jit_eh_frame`] (and the
 //!   plugin's `Merged::jit_eh_frame`) hands out the same bytes for its own unwinder.
+//! - **Windows x64 JIT:** Windows finds unwind information through a table of
+//!   `RUNTIME_FUNCTION`s registered with `RtlAddFunctionTable`, whose offsets from one base
+//!   address must reach the `UNWIND_INFO`s too. So the plugin defines the `UNWIND_INFO`s in
+//!   the JIT module itself, as read-only data beside the code, before it is finalized, and
+//!   makes the table from the final addresses ([`windows_jit`]); on Windows it is
+//!   registered with the process, and the plugin's `Merged::jit_function_table` hands it
+//!   out for code run elsewhere.
 //!
 //! **aarch64 pointer authentication** (`sign_return_address`): Cranelift says where a
 //! function's return address is signed by setting the `RA_SIGN_STATE` pseudo-register with
@@ -90,7 +97,9 @@ use gimli::write::{
 
 use super::EmitError;
 use crate::target::isa_flag;
+use windows_jit::WindowsFunctionTable;
 
+pub mod windows_jit;
 pub mod windows_x64;
 
 /// The unwind information of the functions defined in one module, by id.
@@ -231,6 +240,16 @@ impl Frames {
         }
     }
 
+    /// The entries with a Windows x64 `UNWIND_INFO`: id, code length, the `UNWIND_INFO`.
+    fn windows_x64(&self) -> impl Iterator<Item = (FuncId, u32, &[u8])> {
+        self.entries
+            .iter()
+            .filter_map(|(id, len, info)| match info {
+                FrameInfo::WindowsX64(w) => Some((*id, *len, &w[..])),
+                FrameInfo::Compiled(..) | FrameInfo::Written(_) => None,
+            })
+    }
+
     fn endian(&self) -> gimli::RunTimeEndian {
         if self.little_endian {
             gimli::RunTimeEndian::Little
@@ -342,14 +361,7 @@ impl Frames {
         object: &mut Object<'static>,
         symbol_of: &impl Fn(FuncId) -> SymbolId,
     ) -> Result<(), EmitError> {
-        let windows: Vec<_> = self
-            .entries
-            .iter()
-            .filter_map(|(id, len, info)| match info {
-                FrameInfo::WindowsX64(w) => Some((*id, *len, w)),
-                FrameInfo::Compiled(..) | FrameInfo::Written(_) => None,
-            })
-            .collect();
+        let windows: Vec<_> = self.windows_x64().collect();
         if windows.is_empty() {
             return Ok(());
         }
@@ -786,6 +798,10 @@ pub struct JitFrames {
     buffer: Vec<u64>,
     /// The addresses passed to `__register_frame`.
     registered: Vec<usize>,
+    /// The Windows function table passed to `RtlAddFunctionTable`, if one was: Windows
+    /// reads it in place until it is deleted.
+    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(dead_code))]
+    function_table: Vec<windows_jit::RuntimeFunction>,
 }
 
 impl std::fmt::Debug for JitFrames {
@@ -798,9 +814,38 @@ impl std::fmt::Debug for JitFrames {
 
 impl JitFrames {
     /// How many registrations were made (libgcc: one for the whole table; libunwind: one
-    /// per FDE; none where unwind information is off or unsupported).
+    /// per FDE; Windows: one function table; none where unwind information is off or
+    /// unsupported).
     pub fn registrations(&self) -> usize {
-        self.registered.len()
+        self.registered.len() + usize::from(!self.function_table.is_empty())
+    }
+
+    /// Register the function table of Windows x64 JIT code with this process
+    /// (`RtlAddFunctionTable`), when this process is one: elsewhere the code is not this
+    /// process's to unwind, and nothing is registered. Deleted when `self` drops.
+    pub fn register_windows(&mut self, table: WindowsFunctionTable) -> Result<(), EmitError> {
+        if !self.function_table.is_empty() {
+            return Err(EmitError::UnwindTable(
+                "a function table is registered already".into(),
+            ));
+        }
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        if !table.functions.is_empty() {
+            let len = u32::try_from(table.functions.len())
+                .map_err(|_| EmitError::UnwindTable("more than 2^32 functions".into()))?;
+            // SAFETY: `#[repr(C)]` entries as Windows declares `RUNTIME_FUNCTION`, kept in
+            // `self` (not moved: a `Vec`'s buffer stays put) until `drop` deletes the table.
+            let added = unsafe { RtlAddFunctionTable(table.functions.as_ptr(), len, table.base) };
+            if added == 0 {
+                return Err(EmitError::UnwindTable(
+                    "RtlAddFunctionTable refused the table".into(),
+                ));
+            }
+            self.function_table = table.functions;
+        }
+        #[cfg(not(all(windows, target_arch = "x86_64")))]
+        let _ = table;
+        Ok(())
     }
 
     #[cfg(unix)]
@@ -839,12 +884,30 @@ impl JitFrames {
 
 impl Drop for JitFrames {
     fn drop(&mut self) {
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        if !self.function_table.is_empty() {
+            // SAFETY: the table `register_windows` added, still alive.
+            unsafe { RtlDeleteFunctionTable(self.function_table.as_ptr()) };
+        }
         #[cfg(unix)]
         for &p in self.registered.iter().rev() {
             // SAFETY: registered by `register` from a buffer that is still alive.
             unsafe { __deregister_frame(p as *const u8) };
         }
     }
+}
+
+#[cfg(all(windows, target_arch = "x86_64"))]
+#[link(name = "kernel32")]
+extern "system" {
+    // BOOLEAN RtlAddFunctionTable(PRUNTIME_FUNCTION, DWORD, DWORD64);
+    fn RtlAddFunctionTable(
+        functions: *const windows_jit::RuntimeFunction,
+        len: u32,
+        base: u64,
+    ) -> u8;
+    // BOOLEAN RtlDeleteFunctionTable(PRUNTIME_FUNCTION);
+    fn RtlDeleteFunctionTable(functions: *const windows_jit::RuntimeFunction) -> u8;
 }
 
 #[cfg(unix)]

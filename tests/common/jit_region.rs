@@ -1,11 +1,12 @@
 //! A fixed-address memory region for cranelift-jit, so that code JIT-compiled for another
 //! architecture can run elsewhere: the JIT module allocates from one mapping of this
-//! process at an address chosen to be free in a qemu guest too, the finalized mapping is
+//! process at an address chosen to be free in a qemu guest and a Wine process too, the finalized mapping is
 //! written out as an image, and a C or C++ loader maps it at the same address (every
-//! address cranelift-jit resolved stays right). Imports resolve to stubs in the region's
-//! first page (`ldr x16, #8; br x16; .quad address`, aarch64) that the loader fills with
-//! its own functions' addresses. Shared by the differential tests (`jit_image`) and
-//! `tests/unwind.rs`.
+//! address cranelift-jit resolved stays right): under qemu for aarch64 Linux, under Wine
+//! for x86_64 Windows ([`Loader`]). Imports resolve to stubs in the region's first page
+//! (`ldr x16, #8; br x16; .quad address` on aarch64, `jmp [rip]; .quad address` on x86_64)
+//! that the loader fills with its own functions' addresses. Shared by the differential
+//! tests (`jit_image`) and `tests/unwind.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -142,51 +143,133 @@ pub fn stub_address(base: usize, imports: &[(&str, &str)], name: &str) -> Option
     Some(base + i * STUB_BYTES)
 }
 
+/// How the loader runs the image: where, and what it does besides mapping it.
+pub enum Loader<'a> {
+    /// aarch64 Linux, under qemu. With `guarded`, everything after the stubs' page (the
+    /// code cranelift-jit wrote for aarch64 with `use_bti`) is mapped guarded
+    /// (`PROT_BTI`): an indirect branch into it that lands anywhere but a landing pad is an
+    /// illegal instruction.
+    LinuxAarch64 { guarded: bool },
+    /// x86_64 Windows, under Wine: the image's function table (the plugin's
+    /// `Merged::jit_function_table`), if any, is registered with `RtlAddFunctionTable`,
+    /// as a Windows JIT registers its code's.
+    WindowsX64 {
+        function_table: Option<&'a clif_merge::emit::unwind::windows_jit::WindowsFunctionTable>,
+    },
+}
+
+/// What the Windows loader calls, declared as `<windows.h>` declares it (which takes the
+/// compiler most of a second to read, more than the rest of a harness).
+const WINDOWS_DECLARATIONS: &str = "\
+#ifdef __cplusplus
+extern \"C\" {
+#endif
+#define MEM_COMMIT 0x1000
+#define MEM_RESERVE 0x2000
+#define PAGE_READWRITE 0x04
+#define PAGE_EXECUTE_READWRITE 0x40
+__declspec(dllimport) void *VirtualAlloc(void *, size_t, unsigned long, unsigned long);
+__declspec(dllimport) int VirtualProtect(void *, size_t, unsigned long, unsigned long *);
+__declspec(dllimport) unsigned long GetLastError(void);
+__declspec(dllimport) void *GetCurrentProcess(void);
+__declspec(dllimport) int FlushInstructionCache(void *, const void *, size_t);
+/* RUNTIME_FUNCTION */
+struct runtime_function { uint32_t begin, end, unwind_info; };
+__declspec(dllimport) unsigned char RtlAddFunctionTable(struct runtime_function *, unsigned long, unsigned long long);
+#ifdef __cplusplus
+}
+#endif
+";
+
 /// The loader's part of a C or C++ harness (`load_image()`): map `image` (written from a
 /// region at `base`, `len` bytes) at `base`, fill a stub per entry of `imports` (see
-/// [`stub_address`]), make it executable. With `guarded`, everything after the stubs' page
-/// (the code cranelift-jit wrote for aarch64 with `use_bti`) is mapped guarded
-/// (`PROT_BTI`): an indirect branch into it that lands anywhere but a landing pad is an
-/// illegal instruction. Valid C and C++; the harness includes `<stdint.h>` and
-/// `<stdio.h>` before it.
+/// [`stub_address`]), make it executable, as `loader` says. Valid C and C++; the harness
+/// includes `<stdint.h>` and `<stdio.h>` before it.
 pub fn loader_c(
     image: &std::path::Path,
     base: usize,
     len: usize,
     imports: &[(&str, &str)],
-    guarded: bool,
+    loader: &Loader<'_>,
 ) -> String {
-    let mut s = String::from(
-        "#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n#include <sys/mman.h>\n",
-    );
+    let mut s = String::from("#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n");
+    s.push_str(match loader {
+        Loader::LinuxAarch64 { .. } => "#include <sys/mman.h>\n",
+        Loader::WindowsX64 { .. } => WINDOWS_DECLARATIONS,
+    });
+    if let Loader::WindowsX64 {
+        function_table: Some(table),
+    } = loader
+    {
+        s.push_str("static struct runtime_function FUNCTION_TABLE[] = {\n");
+        for f in &table.functions {
+            s.push_str(&format!(
+                "  {{0x{:x}, 0x{:x}, 0x{:x}}},\n",
+                f.begin, f.end, f.unwind_info
+            ));
+        }
+        s.push_str("};\n");
+    }
     s.push_str("static void load_image(void) {\n");
     s.push_str(&format!(
         "  void *want = (void *)0x{base:x}ull;\n  size_t len = {len}u;\n  size_t mapped = (len + 65535) & ~(size_t)65535;\n"
     ));
-    s.push_str(
-        "  void *p = mmap(want, mapped, PROT_READ | PROT_WRITE, \
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);\n\
-         \x20 if (p != want) { perror(\"mmap of the JIT image\"); exit(3); }\n",
-    );
+    s.push_str(match loader {
+        Loader::LinuxAarch64 { .. } => {
+            "  void *p = mmap(want, mapped, PROT_READ | PROT_WRITE, \
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);\n\
+             \x20 if (p != want) { perror(\"mmap of the JIT image\"); exit(3); }\n"
+        }
+        Loader::WindowsX64 { .. } => {
+            "  void *p = VirtualAlloc(want, mapped, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);\n\
+             \x20 if (p != want) { fprintf(stderr, \"VirtualAlloc of the JIT image at %p: error %lu\\n\", want, (unsigned long)GetLastError()); exit(3); }\n"
+        }
+    });
     s.push_str(&format!(
         "  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(p, 1, len, f) != len) {{ perror(\"the JIT image\"); exit(3); }}\n  fclose(f);\n",
-        image.display()
+        image.display().to_string().replace('\\', "\\\\")
     ));
-    s.push_str("  uint32_t *stub;\n");
     for (i, (_, address)) in imports.iter().enumerate() {
+        let at = i * STUB_BYTES;
         s.push_str(&format!(
-            "  stub = (uint32_t *)((char *)p + {});\n  stub[0] = 0x58000050u; /* ldr x16, #8 */\n  stub[1] = 0xd61f0200u; /* br x16 */\n  {{ uint64_t to = (uint64_t)(uintptr_t){address}; memcpy(&stub[2], &to, 8); }}\n",
-            i * STUB_BYTES
+            "  {{ unsigned char *stub = (unsigned char *)p + {at}; uint64_t to = (uint64_t)(uintptr_t){address};\n"
         ));
+        s.push_str(match loader {
+            // ldr x16, #8; br x16; .quad to
+            Loader::LinuxAarch64 { .. } => {
+                "    static const uint32_t code[2] = {0x58000050u, 0xd61f0200u}; memcpy(stub, code, 8); memcpy(stub + 8, &to, 8); }\n"
+            }
+            // jmp [rip + 0]; .quad to
+            Loader::WindowsX64 { .. } => {
+                "    static const unsigned char code[6] = {0xff, 0x25, 0, 0, 0, 0}; memcpy(stub, code, 6); memcpy(stub + 6, &to, 8); }\n"
+            }
+        });
     }
-    s.push_str(
-        "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n",
-    );
-    if guarded {
-        s.push_str(&format!(
-            "  if (mprotect((char *)p + {STUB_PAGE}, mapped - {STUB_PAGE}, PROT_READ | PROT_WRITE | PROT_EXEC | PROT_BTI) != 0) {{ perror(\"mprotect with PROT_BTI\"); exit(3); }}\n"
-        ));
+    match loader {
+        Loader::LinuxAarch64 { guarded } => {
+            s.push_str(
+                "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n",
+            );
+            if *guarded {
+                s.push_str(&format!(
+                    "  if (mprotect((char *)p + {STUB_PAGE}, mapped - {STUB_PAGE}, PROT_READ | PROT_WRITE | PROT_EXEC | PROT_BTI) != 0) {{ perror(\"mprotect with PROT_BTI\"); exit(3); }}\n"
+                ));
+            }
+            s.push_str("  __builtin___clear_cache((char *)p, (char *)p + len);\n}\n");
+        }
+        Loader::WindowsX64 { function_table } => {
+            s.push_str(
+                "  unsigned long old;\n  if (!VirtualProtect(p, mapped, PAGE_EXECUTE_READWRITE, &old)) { fprintf(stderr, \"VirtualProtect: error %lu\\n\", (unsigned long)GetLastError()); exit(3); }\n",
+            );
+            if let Some(table) = function_table {
+                s.push_str(&format!(
+                    "  if (!RtlAddFunctionTable(FUNCTION_TABLE, {}, 0x{:x}ull)) {{ fprintf(stderr, \"RtlAddFunctionTable failed\\n\"); exit(3); }}\n",
+                    table.functions.len(),
+                    table.base
+                ));
+            }
+            s.push_str("  FlushInstructionCache(GetCurrentProcess(), p, len);\n}\n");
+        }
     }
-    s.push_str("  __builtin___clear_cache((char *)p, (char *)p + len);\n}\n");
     s
 }

@@ -1,15 +1,14 @@
-//! cranelift-jit for aarch64 on a host that is not: the plugin defines the program in a
-//! `JITModule` built for aarch64, whose memory ([`Region`]) is one mapping at a fixed
-//! address of this process; once finalized (every relocation applied by cranelift-jit
-//! itself, veneers included) the mapping is written out as an image, and a C loader run
-//! under `qemu-aarch64` maps it at the same address and calls the entries as the object
-//! configurations' harness does ([`super::c_harness`]).
+//! cranelift-jit for a target this host does not run: the plugin defines the program in a
+//! `JITModule` built for aarch64 Linux or x86_64 Windows, whose memory ([`Region`]) is one
+//! mapping at a fixed address of this process; once finalized (every relocation applied by
+//! cranelift-jit itself, veneers included) the mapping is written out as an image, and a C
+//! loader run under `qemu-aarch64` or Wine maps it at the same address and calls the
+//! entries as the object configurations' harness does ([`super::c_harness`]).
 //!
 //! The code is cranelift-jit's, byte for byte: only the memory it lands in and the
 //! addresses of imported functions are the loader's. Imports resolve to stubs in the
-//! region's first page (`ldr x16, #8; br x16; .quad address`) that the loader fills with
-//! its own libc's functions, so an import the loader does not know is an error here, not
-//! a crash there.
+//! region's first page that the loader fills with its own C library's functions, so an
+//! import the loader does not know is an error here, not a crash there.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,11 +16,15 @@ use std::sync::{Arc, Mutex};
 
 use clif_merge::TargetInfo;
 
-use super::jit_region::{self, Region};
-use super::{c_harness, command, parse_results, Config, Entries, Program, Results};
+use super::jit_region::{self, Loader, Region};
+use super::{
+    c_harness, command, outcome, parse_results, timed, wine, Arch, Config, Entries, Program,
+    Results,
+};
 
-/// Build `program` as `config` (an aarch64 JIT configuration) into an image, and run it
-/// under qemu with the C harness; `dir` is a scratch directory of its own.
+/// Build `program` as `config` (an aarch64 or Windows JIT configuration) into an image,
+/// and run it under qemu or Wine with the C harness; `dir` is a scratch directory of its
+/// own.
 pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let target = TargetInfo::from_triple_str(config.arch.triple()).map_err(|e| e.to_string())?;
@@ -51,16 +54,28 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     let len = region.used();
     std::fs::write(&image, region.bytes(len)).map_err(|e| e.to_string())?;
     let addresses: Vec<usize> = address.iter().map(|&a| a as usize).collect();
+    let loader = match config.arch {
+        Arch::Aarch64 => Loader::LinuxAarch64 {
+            guarded: config.variant.guarded(),
+        },
+        Arch::X86_64Windows => Loader::WindowsX64 {
+            function_table: None,
+        },
+        Arch::X86_64 => unreachable!("x86_64 Linux JIT code runs in a child process"),
+    };
     let entries = Entries::Image {
         path: &image,
         base,
         len,
         addresses: &addresses,
-        guarded: config.variant.guarded(),
+        loader,
     };
     let harness = dir.join("harness.c");
     std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;
-    let exe = dir.join("run");
+    let exe = dir.join(match config.arch {
+        Arch::X86_64Windows => "run.exe",
+        Arch::X86_64 | Arch::Aarch64 => "run",
+    });
     command(
         Command::new(config.arch.cc())
             .args(["-O1", "-fno-omit-frame-pointer", "-o"])
@@ -68,11 +83,17 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             .arg(&harness)
             .arg("-lm"),
     )?;
-    let stdout = command(
-        super::timed("qemu-aarch64")
-            .args(["-L", "/usr/aarch64-linux-gnu"])
-            .arg(&exe),
-    )?;
+    let stdout = match config.arch {
+        Arch::X86_64Windows => {
+            let (cmd, out) = wine::run(&exe, || timed("wine")).map_err(|e| format!("wine: {e}"))?;
+            outcome(&cmd, out)?
+        }
+        Arch::X86_64 | Arch::Aarch64 => command(
+            timed("qemu-aarch64")
+                .args(["-L", "/usr/aarch64-linux-gnu"])
+                .arg(&exe),
+        )?,
+    };
     parse_results(&stdout)
 }
 
@@ -97,8 +118,7 @@ pub fn stub_address(base: usize, name: &str) -> Option<usize> {
 }
 
 /// The loader's part of the C harness: map `image` (written from a region at `base`,
-/// `len` bytes) at `base`, fill the import stubs, make it executable (`guarded`: its code
-/// guarded by branch protection).
-pub fn loader_c(image: &Path, base: usize, len: usize, guarded: bool) -> String {
-    jit_region::loader_c(image, base, len, &LOADER_IMPORTS, guarded)
+/// `len` bytes) at `base`, fill the import stubs, make it executable as `loader` says.
+pub fn loader_c(image: &Path, base: usize, len: usize, loader: &Loader<'_>) -> String {
+    jit_region::loader_c(image, base, len, &LOADER_IMPORTS, loader)
 }

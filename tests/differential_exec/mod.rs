@@ -7,8 +7,8 @@
 //! cross toolchain), and for x86_64 Windows with PIC and without, each linked into an
 //! executable by MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend
 //! plugin, on the host in a child process of the test binary ([`jit`], so that JIT code
-//! that crashes fails its configuration instead of ending the test process) and for aarch64
-//! on another host as an image run under qemu ([`jit_image`]); every run of generated code
+//! that crashes fails its configuration instead of ending the test process), and for
+//! aarch64 and Windows as an image run under qemu or Wine ([`jit_image`]); every run of generated code
 //! is under a timeout (120 s, `CLIF_MERGE_DIFF_TIMEOUT`), so code a merge fault makes loop
 //! forever fails its configuration instead of hanging the test. Each is built with
 //! `--merge-functions disabled`, `trampolines` and `aliases`, each with and without
@@ -76,14 +76,15 @@ impl Arch {
     }
     /// The outputs built for it on this machine: objects linked into a shared library and
     /// into an executable, and cranelift-jit's code (on the host in a child process,
-    /// aarch64's elsewhere as an image under qemu); for Windows executables only, from
-    /// objects with PIC and without.
+    /// elsewhere as an image: aarch64's under qemu, Windows' under Wine); for Windows
+    /// also an executable from the object with PIC.
     pub fn outputs(self) -> Vec<Output> {
         match self {
             Arch::X86_64Windows => vec![
                 Output::PicExecutable,
                 Output::Executable,
                 Output::SharedLibrary,
+                Output::Jit,
             ],
             Arch::X86_64 | Arch::Aarch64 => {
                 let mut outputs = vec![Output::SharedLibrary, Output::Executable];
@@ -95,14 +96,15 @@ impl Arch {
         }
     }
 
-    /// Whether `program`'s objects link for the architecture; why not, when they do not:
-    /// a module for another architecture only ([`Program::architecture`]), or, on Windows,
-    /// a preemptible entry. MinGW's GNU ld (2.40) does not resolve a weak external whose
-    /// search type is `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how cranelift-object (through the `object`
-    /// crate) writes a preemptible function in COFF, from another object: the harness's
-    /// reference to a preemptible entry stays undefined, merged or not (GCC writes
-    /// `SEARCH_NOLIBRARY`). Calls within the object resolve.
-    pub fn links(self, program: &Program) -> Result<(), String> {
+    /// Whether `program` builds into `output` for the architecture; why not, when it does
+    /// not: a module for another architecture only ([`Program::architecture`]), or, for a
+    /// Windows object, a preemptible entry. MinGW's GNU ld (2.40) does not resolve a weak
+    /// external whose search type is `IMAGE_WEAK_EXTERN_SEARCH_ALIAS`, which is how
+    /// cranelift-object (through the `object` crate) writes a preemptible function in COFF,
+    /// from another object: the harness's reference to a preemptible entry stays
+    /// undefined, merged or not (GCC writes `SEARCH_NOLIBRARY`). Calls within the object
+    /// resolve, and a JIT links nothing.
+    pub fn links(self, output: Output, program: &Program) -> Result<(), String> {
         if let Some(only) = &program.architecture {
             if self.triple().split('-').next() != Some(only.as_str()) {
                 return Err(format!("the module is for {only} only"));
@@ -112,12 +114,16 @@ impl Arch {
             .entries
             .iter()
             .find(|e| program.linkage_of(&e.name) == "preemptible");
-        match (self, preemptible) {
-            (Arch::X86_64Windows, Some(entry)) => Err(format!(
+        match (self, output, preemptible) {
+            (
+                Arch::X86_64Windows,
+                Output::SharedLibrary | Output::Executable | Output::PicExecutable,
+                Some(entry),
+            ) => Err(format!(
                 "MinGW's ld does not link the harness's reference to the preemptible entry {} (a COFF weak external)",
                 entry.name
             )),
-            (Arch::X86_64Windows | Arch::X86_64 | Arch::Aarch64, _) => Ok(()),
+            (Arch::X86_64Windows | Arch::X86_64 | Arch::Aarch64, _, _) => Ok(()),
         }
     }
 
@@ -175,7 +181,7 @@ pub enum Output {
     /// (the command line's default) is how most objects are written, DLL or not.
     PicExecutable,
     /// cranelift-jit through the plugin (no PIC): on the host in a child process of the test
-    /// binary, for aarch64 elsewhere as an image under qemu.
+    /// binary, elsewhere as an image ([`jit_image`]) under qemu (aarch64) or Wine (Windows).
     Jit,
 }
 
@@ -852,14 +858,13 @@ pub enum Entries<'a> {
     /// it MinGW's linker hands the executable the address of an import stub of its own.)
     Imported,
     /// In a JIT image ([`jit_image`]) that it loads first: the image file, the address
-    /// it was built at and its length, each entry's address, and whether its code is
-    /// mapped guarded by branch protection.
+    /// it was built at and its length, each entry's address, and how it is loaded.
     Image {
         path: &'a Path,
         base: usize,
         len: usize,
         addresses: &'a [usize],
-        guarded: bool,
+        loader: jit_region::Loader<'a>,
     },
 }
 
@@ -893,10 +898,10 @@ fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
             path,
             base,
             len,
-            guarded,
+            loader,
             ..
         } => {
-            s.push_str(&jit_image::loader_c(path, *base, *len, *guarded));
+            s.push_str(&jit_image::loader_c(path, *base, *len, loader));
         }
     }
     if !matches!(entries, Entries::Imported) {
