@@ -459,7 +459,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .unwrap_or(target_lexicon::PointerWidth::U64),
             page_size_align_log2: 12,
         };
-        merged_clif(&module, &plan, config)
+        merged_clif(&module, &plan, config, flags.preserve_frame_pointers())
     });
     progress.finish();
 

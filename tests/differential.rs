@@ -1,9 +1,10 @@
 //! Differential execution of compiled code (issue #11): generated modules of function
 //! families ([`differential_exec::gen`]) run unmerged and merged in every configuration a user
 //! can pick — object with PIC in a shared library and without PIC in a non-PIE executable,
-//! for x86_64 and aarch64 (under qemu), and cranelift-jit through the plugin (on the host
-//! in a child process: a build whose code crashes is a failure naming the signal; for
-//! aarch64 on another host as an image under qemu) — with
+//! for x86_64 and aarch64 (under qemu) and x86_64 Windows (under Wine, an executable and a
+//! DLL), and cranelift-jit through the plugin (on the host in a child process: a build
+//! whose code crashes is a failure naming the signal; for aarch64 and Windows as an image
+//! under qemu or Wine) — with
 //! `--merge-functions disabled|trampolines|aliases`, the two that merge each with and
 //! without `--merge-similar` (under which every constant-swap family of the generator must
 //! become one shared body with holes; with merging disabled it does nothing); and builds with each of the
@@ -26,7 +27,8 @@
 //! structural edits, issue #14), how many members each kind of edit changed and how many
 //! probes (entries that return a helper's result, `tail` and `system_v`) it ran. A failing
 //! program is written under `target/tmp/differential-failures/` with the configuration
-//! and the differences.
+//! and the differences. `CLIF_MERGE_DIFF_FIXTURES=TEXT` runs only the exec fixtures whose
+//! file names contain TEXT.
 
 mod differential_exec;
 #[path = "common/stack_growth.rs"]
@@ -486,6 +488,11 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
         .collect();
     paths.sort();
     assert!(paths.len() >= 3, "fixtures/exec is missing its fixtures");
+    // `CLIF_MERGE_DIFF_FIXTURES=TEXT` runs only the fixtures whose names contain TEXT.
+    if let Ok(only) = std::env::var("CLIF_MERGE_DIFF_FIXTURES") {
+        paths.retain(|p| p.file_name().unwrap().to_string_lossy().contains(&only));
+        eprintln!("differential fixtures: only those named *{only}*");
+    }
     let tally = Tally::default();
     for (n, path) in paths.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap();

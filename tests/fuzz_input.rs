@@ -253,7 +253,12 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
         pointer_width: target_lexicon::PointerWidth::U64,
         page_size_align_log2: 12,
     };
-    let clif = merged_clif(&module, &plan, frontend);
+    let clif = merged_clif(
+        &module,
+        &plan,
+        frontend,
+        isa.flags().preserve_frame_pointers(),
+    );
     let again = read::parse_clif(&clif, "merged.clif")
         .unwrap_or_else(|e| panic!("the merged CLIF does not read back: {e}\n{clif}"));
     if let Err(e) = read::verify_all(&again, &*isa) {

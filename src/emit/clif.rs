@@ -13,7 +13,11 @@
 //! object. (An alias's own name, taken from outside the module, is its thunk's address
 //! here.)
 //!
-//! A CLIF thunk calls the body and returns, so the body would run in the thunk's frame. A
+//! A CLIF thunk of a `tail` function tail-calls the body (`return_call`) when the settings
+//! keep frame pointers, which Cranelift 0.135's x86_64 backend needs for it, as the
+//! object's CLIF thunks do: a chain of tail calls through the thunk's address then runs in
+//! constant stack, as through the object's jump. Any other CLIF thunk calls the body and
+//! returns, so the body would run in the thunk's frame. A
 //! body that reads its return address, frame pointer or stack pointer must see its
 //! caller's, as it does in the object, where such a folded name gets a jump or a copy of
 //! the body: here it gets a copy (the body under the folded name). So does a folded name
@@ -35,11 +39,13 @@ use crate::names::FuncName;
 use crate::names::{external_name, user_func_name};
 use crate::read::SIMILAR_THUNK_MARK;
 
-/// The merged module as CLIF text.
+/// The merged module as CLIF text. With `tail_calls` (the settings it is for keep frame
+/// pointers: `preserve_frame_pointers`), the thunk of a `tail` function is a `return_call`.
 pub fn merged_clif(
     module: &Module,
     plan: &MergePlan,
     frontend_config: TargetFrontendConfig,
+    tail_calls: bool,
 ) -> String {
     let mut out = String::new();
     for (f, m) in module.iter() {
@@ -80,7 +86,13 @@ pub fn merged_clif(
                     copy.name = m.func.name.clone();
                     copy
                 } else {
-                    clif_thunk(&m.name, &m.func.signature, &target, frontend_config, false)
+                    clif_thunk(
+                        &m.name,
+                        &m.func.signature,
+                        &target,
+                        frontend_config,
+                        tail_calls,
+                    )
                 };
                 let _ = writeln!(out, "{}", folded.display());
             }
