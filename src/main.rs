@@ -459,7 +459,11 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
                 .unwrap_or(target_lexicon::PointerWidth::U64),
             page_size_align_log2: 12,
         };
-        merged_clif(&module, &plan, config, flags.preserve_frame_pointers())
+        let tail_calls = clif_merge::target::thunks_tail_call(
+            target.triple().architecture,
+            flags.preserve_frame_pointers(),
+        );
+        merged_clif(&module, &plan, config, tail_calls)
     });
     progress.finish();
 

@@ -111,3 +111,21 @@ pub fn isa_flag(isa: &dyn TargetIsa, name: &str) -> bool {
         .iter()
         .any(|v| v.name == name && v.as_bool() == Some(true))
 }
+
+/// Whether a CLIF thunk of a `tail` function can tail-call its body (`return_call`) on
+/// `architecture`, frame pointers kept or not (`preserve_frame_pointers`). Cranelift
+/// 0.135's x86_64 backend compiles `return_call` only with frame pointers (so does every
+/// x86_64 module that makes tail calls); aarch64's compiles it either way. A thunk that
+/// cannot tail-call calls and returns, and so adds a frame to every tail call made through
+/// it.
+pub fn thunks_tail_call(architecture: Architecture, preserve_frame_pointers: bool) -> bool {
+    preserve_frame_pointers || matches!(architecture, Architecture::Aarch64(_))
+}
+
+/// [`thunks_tail_call`] for the code `isa` compiles.
+pub fn isa_thunks_tail_call(isa: &dyn TargetIsa) -> bool {
+    thunks_tail_call(
+        isa.triple().architecture,
+        isa.flags().preserve_frame_pointers(),
+    )
+}

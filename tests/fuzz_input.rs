@@ -257,7 +257,7 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
         &module,
         &plan,
         frontend,
-        isa.flags().preserve_frame_pointers(),
+        clif_merge::target::isa_thunks_tail_call(&*isa),
     );
     let again = read::parse_clif(&clif, "merged.clif")
         .unwrap_or_else(|e| panic!("the merged CLIF does not read back: {e}\n{clif}"));

@@ -13,11 +13,11 @@
 //! object. (An alias's own name, taken from outside the module, is its thunk's address
 //! here.)
 //!
-//! A CLIF thunk of a `tail` function tail-calls the body (`return_call`) when the settings
-//! keep frame pointers, which Cranelift 0.135's x86_64 backend needs for it, as the
-//! object's CLIF thunks do: a chain of tail calls through the thunk's address then runs in
-//! constant stack, as through the object's jump. Any other CLIF thunk calls the body and
-//! returns, so the body would run in the thunk's frame. A
+//! A CLIF thunk of a `tail` function tail-calls the body (`return_call`) where Cranelift
+//! compiles that (on aarch64, and on x86_64 with frame pointers kept), as the object's CLIF
+//! thunks do: a chain of tail calls through the thunk's address then runs in constant
+//! stack, as through the object's jump. Any other CLIF thunk calls the body and returns,
+//! so the body would run in the thunk's frame. A
 //! body that reads its return address, frame pointer or stack pointer must see its
 //! caller's, as it does in the object, where such a folded name gets a jump or a copy of
 //! the body: here it gets a copy (the body under the folded name). So does a folded name
@@ -39,8 +39,9 @@ use crate::names::FuncName;
 use crate::names::{external_name, user_func_name};
 use crate::read::SIMILAR_THUNK_MARK;
 
-/// The merged module as CLIF text. With `tail_calls` (the settings it is for keep frame
-/// pointers: `preserve_frame_pointers`), the thunk of a `tail` function is a `return_call`.
+/// The merged module as CLIF text. With `tail_calls` (the target and settings it is for
+/// compile a thunk's `return_call`: [`crate::target::thunks_tail_call`]), the thunk of a
+/// `tail` function is a `return_call`.
 pub fn merged_clif(
     module: &Module,
     plan: &MergePlan,

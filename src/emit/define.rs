@@ -89,7 +89,7 @@ pub fn define_all<M: CraneliftModule>(
 ) -> Result<Defined, EmitError> {
     let arch = m.isa().triple().architecture;
     let frontend = m.isa().frontend_config();
-    let tail_calls = m.isa().flags().preserve_frame_pointers();
+    let tail_calls = crate::target::isa_thunks_tail_call(m.isa());
     let branch_protection = m.isa().is_branch_protection_enabled();
 
     // Declarations (or, with `Naming::Existing`, the caller's ids).

@@ -131,9 +131,9 @@ pub fn reaches_a_frame_reader(module: &Module, f: FuncIndex) -> bool {
 }
 
 /// A thunk as CLIF: a function named `name` with `signature` that passes its arguments to
-/// `target` and returns what it returns. With `tail_calls` (only valid for the `tail`
-/// convention, and on x86_64 only with `preserve_frame_pointers`), a `tail` thunk is a
-/// `return_call`; otherwise it calls and returns.
+/// `target` and returns what it returns. With `tail_calls` (where Cranelift compiles it:
+/// [`crate::target::thunks_tail_call`]), a `tail` thunk is a `return_call`; otherwise it
+/// calls and returns.
 pub fn clif_thunk(
     name: &FuncName,
     signature: &ir::Signature,

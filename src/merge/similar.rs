@@ -539,7 +539,7 @@ fn build_all(
     isa: &dyn TargetIsa,
     analysis: &Analysis,
 ) -> Vec<Result<(Candidate, Built), NotBuilt>> {
-    let tail_calls = isa.flags().preserve_frame_pointers();
+    let tail_calls = crate::target::isa_thunks_tail_call(isa);
     let config = isa.frontend_config();
     analysis
         .candidates
@@ -910,7 +910,7 @@ fn identifier_thunks<'m>(
     module: &'m Module,
     isa: &'m dyn TargetIsa,
 ) -> impl Fn(FuncIndex, &ir::Signature, &[(ir::Type, i64)]) -> Option<Function> + Sync + 'm {
-    let tail_calls = isa.flags().preserve_frame_pointers();
+    let tail_calls = crate::target::isa_thunks_tail_call(isa);
     let config = isa.frontend_config();
     move |member: FuncIndex, body: &ir::Signature, values: &[(ir::Type, i64)]| {
         let holes: Vec<Hole> = values
