@@ -29,7 +29,9 @@
 //! cranelift-object's `unwind_info` option nor anything in cranelift-jit covers them.
 //! [`Merged::finish_object`] writes their `.eh_frame`, and in a JIT
 //! [`Merged::register_jit_frames`], called after `finalize_definitions()`, registers their
-//! frames, so that exceptions and panics cross merged code ([`crate::emit::unwind`]).
+//! frames, so that exceptions and panics cross merged code ([`crate::emit::unwind`]). For
+//! Windows x64, `define_in_jit` also defines their `UNWIND_INFO`s in the module, and
+//! [`Merged::jit_function_table`] gives the table Windows registers.
 //!
 //! ```
 //! use clif_merge::plugin::FunctionMerger;

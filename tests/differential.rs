@@ -499,7 +499,10 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     let tally = Tally::default();
     for (n, path) in paths.iter().enumerate() {
         let name = path.file_name().unwrap().to_string_lossy();
-        if only.as_ref().is_some_and(|only| !name.contains(only.as_str())) {
+        if only
+            .as_ref()
+            .is_some_and(|only| !name.contains(only.as_str()))
+        {
             continue;
         }
         let text = std::fs::read_to_string(path).unwrap();
