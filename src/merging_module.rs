@@ -125,8 +125,7 @@ impl MergingModule<JITModule> {
     /// Merge, compile, define, finalize and register the unwind frames: every declared id
     /// then resolves with `JITModule::get_finalized_function`.
     pub fn finalize_definitions(self) -> Result<FinalizedJit, PluginError> {
-        let (mut module, mut merged) = self.define(AliasStyle::Thunk)?;
-        merged.define_jit_unwind_data(&mut module)?;
+        let (mut module, merged) = self.define(AliasStyle::Thunk)?;
         module
             .finalize_definitions()
             .map_err(|e| PluginError::Module(e.to_string()))?;

@@ -30,7 +30,7 @@
 //! [`Merged::finish_object`] writes their `.eh_frame`, and in a JIT
 //! [`Merged::register_jit_frames`], called after `finalize_definitions()`, registers their
 //! frames, so that exceptions and panics cross merged code ([`crate::emit::unwind`]). For
-//! Windows x64, `define_in_jit` also defines their `UNWIND_INFO`s in the module, and
+//! Windows x64, defining in a JIT also defines their `UNWIND_INFO`s in the module, and
 //! [`Merged::jit_function_table`] gives the table Windows registers.
 //!
 //! ```
@@ -288,9 +288,7 @@ impl FunctionMerger {
     /// function that would be an alias gets a single-jump thunk, so that every id the
     /// compiler declared can be finalized and called.
     pub fn define_in_jit(self, module: &mut JITModule) -> Result<Merged, PluginError> {
-        let mut merged = self.define_in(module, AliasStyle::Thunk)?;
-        merged.define_jit_unwind_data(module)?;
-        Ok(merged)
+        self.define_in(module, AliasStyle::Thunk)
     }
 
     /// Merge and define in any module, aliases realised as `style`; errors name functions
@@ -389,6 +387,12 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             .iter()
             .map(|&(f, alias, body)| (alias, body, emitted.module.get(f).linkage))
             .collect();
+        // Aliases as thunks: a JIT (or `MergingModule::define_all`), where Windows x64 unwind
+        // information must lie beside the code, as data of the module.
+        let windows_unwind = match self.style {
+            AliasStyle::Thunk => JitUnwindData::define(&emitted.defined.frames, self.module)?,
+            AliasStyle::PatchedSymbol | AliasStyle::BodyId => None,
+        };
         let code = emitted
             .compiled
             .bodies
@@ -402,7 +406,7 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             aliases,
             style: self.style,
             frames: emitted.defined.frames,
-            windows_unwind: None,
+            windows_unwind,
             code,
             summary: EmitSummary::default(),
             similar: None,
@@ -492,23 +496,8 @@ impl Merged {
     ) -> Result<Option<WindowsFunctionTable>, EmitError> {
         self.windows_unwind
             .as_ref()
-            .map(|unwind| {
-                unwind.function_table(
-                    |id| module.get_finalized_function(id),
-                    module.get_finalized_data(unwind.data()).0,
-                )
-            })
+            .map(|unwind| unwind.function_table_in(module))
             .transpose()
-    }
-
-    /// Define the Windows x64 unwind information of the bodies the merger defined in the
-    /// JIT module `module` (nothing for other targets), before it is finalized.
-    pub(crate) fn define_jit_unwind_data(
-        &mut self,
-        module: &mut JITModule,
-    ) -> Result<(), EmitError> {
-        self.windows_unwind = JitUnwindData::define(&self.frames, module)?;
-        Ok(())
     }
 
     /// The `.eh_frame` that [`Merged::register_jit_frames`] registers, as bytes with every

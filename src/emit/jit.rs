@@ -202,11 +202,12 @@ impl Sink for JitSink {
                 source,
             })?;
         let jit = self.jit;
-        let address_of = |id| jit.get_finalized_function(id);
-        let mut frames = emitted.defined.frames.register_jit(address_of)?;
+        let mut frames = emitted
+            .defined
+            .frames
+            .register_jit(|id| jit.get_finalized_function(id))?;
         if let Some(unwind) = windows_unwind {
-            let data = jit.get_finalized_data(unwind.data()).0;
-            frames.register_windows(unwind.function_table(address_of, data)?)?;
+            frames.register_windows(unwind.function_table_in(&jit)?)?;
         }
         Ok(JitFunctions {
             frames,

@@ -800,7 +800,6 @@ pub struct JitFrames {
     registered: Vec<usize>,
     /// The Windows function table passed to `RtlAddFunctionTable`, if one was: Windows
     /// reads it in place until it is deleted.
-    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(dead_code))]
     function_table: Vec<windows_jit::RuntimeFunction>,
 }
 

@@ -8,12 +8,13 @@
 //! read-only data object that cranelift-jit allocates beside the code
 //! ([`JitUnwindData::define`], before `finalize_definitions()`). Once the module is
 //! finalized, the table is made from the addresses cranelift-jit gave
-//! ([`JitUnwindData::function_table`]). On Windows it is registered with this process
+//! ([`JitUnwindData::function_table_in`]). On Windows it is registered with this process
 //! ([`super::JitFrames`]); elsewhere it is handed to whoever runs the code (a JIT image run
 //! under Wine in this project's tests).
 //!
 //! The `UNWIND_INFO`s are those of `.xdata` in objects ([`super::windows_x64`]).
 
+use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Module};
 
 use super::Frames;
@@ -88,15 +89,19 @@ impl JitUnwindData {
         Ok(Some(Self { data, functions }))
     }
 
-    /// The data object that holds the `UNWIND_INFO`s.
-    pub fn data(&self) -> DataId {
-        self.data
+    /// The function table of the code in `module`, once it is finalized, from the addresses
+    /// cranelift-jit gave the functions and the data. An error when they lie 4 GiB or more
+    /// apart, which a table cannot say.
+    pub fn function_table_in(&self, module: &JITModule) -> Result<WindowsFunctionTable, EmitError> {
+        self.function_table(
+            |id| module.get_finalized_function(id),
+            module.get_finalized_data(self.data).0,
+        )
     }
 
-    /// The function table of the code, once the module is finalized: each function is at
-    /// `address_of(id)`, the `UNWIND_INFO`s at `unwind_data`. An error when they lie 4 GiB
-    /// or more apart, which a table cannot say.
-    pub fn function_table(
+    /// The function table of code whose functions are at `address_of(id)` and whose
+    /// `UNWIND_INFO`s are at `unwind_data`.
+    fn function_table(
         &self,
         address_of: impl Fn(FuncId) -> *const u8,
         unwind_data: *const u8,
