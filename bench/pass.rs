@@ -82,7 +82,7 @@ fn main() {
         // One compile outside the measurement: the input of `code_fold`, and the length of
         // one compile, to size the measurement.
         let t = Instant::now();
-        let compiled = compile_bodies(&module, &plan, &*isa).expect("the corpus compiles");
+        let compiled = compile_bodies(&module, &plan, &*isa, true).expect("the corpus compiles");
         let once_merged = t.elapsed().as_secs_f64();
         let once = once_merged * module.len() as f64 / plan.compiled_count(&module) as f64;
         eprintln!(
@@ -155,13 +155,15 @@ fn main() {
         g.measurement_time(time_for(10, once));
         let disabled = MergePlan::default();
         g.bench_function("compile", |b| {
-            b.iter(|| compile_bodies(black_box(&module), &disabled, &*isa).expect("compiles"))
+            b.iter(|| {
+                compile_bodies(black_box(&module), &disabled, &*isa, false).expect("compiles")
+            })
         });
         g.measurement_time(time_for(10, once * rayon::current_num_threads() as f64));
         g.bench_function("compile_1_thread", |b| {
             b.iter(|| {
                 one.install(|| {
-                    compile_bodies(black_box(&module), &disabled, &*isa).expect("compiles")
+                    compile_bodies(black_box(&module), &disabled, &*isa, false).expect("compiles")
                 })
             })
         });

@@ -199,6 +199,7 @@ pub fn emit<S: Sink>(
     )?;
     let mut summary = EmitSummary {
         codegen_s: compiled.seconds,
+        compiled_alike: compiled.alike,
         fold_s,
         plan: plan.clone(),
         ..defined.summary.clone()
@@ -230,7 +231,7 @@ fn compile_and_fold(
             target: isa.triple().to_string(),
             reason: e.to_string(),
         })?;
-    let compiled = compile_bodies(module, plan, isa)?;
+    let compiled = compile_bodies(module, plan, isa, merge_options.mode != MergeMode::Disabled)?;
     let start = Instant::now();
     let final_plan = if options.fold_machine_code {
         let same_signature_only = options.clif_thunks || target.jump_thunk_size().is_none();

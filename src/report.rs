@@ -133,6 +133,10 @@ pub struct Report {
     pub groups: Vec<GroupReport>,
     /// Bodies compiled (when an object was written).
     pub compiled: Option<usize>,
+    /// Of those, the bodies that took the code of another with the same stencil instead of
+    /// being compiled by Cranelift (absent in reports before it was counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled_alike: Option<usize>,
     /// Bytes of code in the object (when an object was written).
     pub text_bytes: Option<u64>,
     /// Bytes of code the functions would take unmerged, estimated from the compiled bodies
@@ -230,6 +234,7 @@ impl Report {
             actions,
             groups,
             compiled: emitted.map(|e| e.compiled),
+            compiled_alike: emitted.map(|e| e.compiled_alike),
             text_bytes: emitted.map(|e| e.text_bytes),
             unmerged_code_bytes_estimate: emitted.map(|e| e.unmerged_code_bytes_estimate),
             symbols,
@@ -343,6 +348,9 @@ impl Report {
         }
         if let Some(c) = self.compiled {
             rows.push(("bodies compiled", c.to_string()));
+        }
+        if let Some(alike) = self.compiled_alike.filter(|&n| n > 0) {
+            rows.push(("  code reused for equal stencils", alike.to_string()));
         }
         if let (Some(after), Some(before)) = (self.text_bytes, self.unmerged_code_bytes_estimate) {
             rows.push((".text bytes", after.to_string()));

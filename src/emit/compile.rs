@@ -23,6 +23,7 @@ use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use rayon::prelude::*;
 
 use super::clif::redirected;
+use super::stencil;
 use super::thunk::register_thunk;
 use super::unwind::FrameInfo;
 use super::EmitError;
@@ -140,6 +141,16 @@ impl CompiledBody {
         }
     }
 
+    /// This body's code for `func`, which compiles alike ([`stencil::compile_alike`]): the
+    /// same code, with relocations naming `func`'s own symbols.
+    fn with_relocations_of(&self, func: &ir::Function) -> CompiledBody {
+        let code = self.code.as_ref().expect("a body compiled by Cranelift");
+        CompiledBody {
+            relocs: module_relocs(code, func),
+            ..self.clone()
+        }
+    }
+
     /// Each relocation with whether it is a call.
     pub fn relocs_with_calls(&self) -> impl Iterator<Item = (&ModuleReloc, bool)> {
         self.relocs.iter().zip(self.reloc_is_call.iter().copied())
@@ -154,6 +165,9 @@ pub struct Compiled {
     /// The code of each compiled function (the kept function of a group, or a function in
     /// no group).
     pub bodies: HashMap<FuncIndex, CompiledBody>,
+    /// How many of `bodies` took the code of an earlier body that compiles alike
+    /// ([`stencil`]) rather than being compiled.
+    pub alike: usize,
     /// Seconds spent.
     pub seconds: f64,
 }
@@ -168,6 +182,7 @@ pub fn compile_bodies(
     module: &Module,
     plan: &MergePlan,
     isa: &dyn TargetIsa,
+    share_alike: bool,
 ) -> Result<Compiled, EmitError> {
     let start = std::time::Instant::now();
     let mut compiled = Compiled::default();
@@ -211,18 +226,59 @@ pub fn compile_bodies(
         };
         numbers.push(uses.iter().map(|u| symbols.number(func, u)).collect());
     }
-    let results: Vec<(FuncIndex, Result<CompiledBody, String>)> = jobs
+    // Each body with its numbers, and what decides whether it compiles alike with
+    // another ([`stencil`]): merge-similar's thunks are mostly written as machine code, and
+    // are never shared.
+    let symbolized: Vec<(FuncIndex, ir::Function, Option<u64>)> = jobs
         .into_par_iter()
         .zip(numbers)
-        .with_max_len(MAX_FUNCTIONS_PER_TASK)
         .map(|((f, mut func, uses), numbers)| {
             symbolize(&mut func, &uses, numbers);
-            (f, compile_one(isa, func, module.get(f).similar_thunk))
+            let key = (share_alike && !module.get(f).similar_thunk).then(|| stencil::key(&func));
+            (f, func, key)
         })
         .collect();
+    let sources = stencil::sources(symbolized.iter().map(|(_, func, key)| (func, *key)));
+    let (alone, alike): (Vec<_>, Vec<_>) = symbolized
+        .into_iter()
+        .zip(sources)
+        .enumerate()
+        .partition(|(_, (_, source))| source.is_none());
+    let mut results: Vec<Option<(FuncIndex, Result<CompiledBody, String>)>> =
+        (0..alone.len() + alike.len()).map(|_| None).collect();
+    let compiled_alone: Vec<(usize, FuncIndex, Result<CompiledBody, String>)> = alone
+        .into_par_iter()
+        .with_max_len(MAX_FUNCTIONS_PER_TASK)
+        .map(|(i, ((f, func, _), _))| (i, f, compile_one(isa, func, module.get(f).similar_thunk)))
+        .collect();
+    for (i, f, result) in compiled_alone {
+        results[i] = Some((f, result));
+    }
+    let taken: Vec<(usize, FuncIndex, Result<CompiledBody, String>)> = alike
+        .into_par_iter()
+        .map(|(i, ((f, func, _), source))| {
+            let source = source.expect("partitioned by source");
+            let (_, compiled) = results[source].as_ref().expect("compiled before");
+            (
+                i,
+                f,
+                compiled
+                    .as_ref()
+                    .map(|body| body.with_relocations_of(&func))
+                    .map_err(Clone::clone),
+            )
+        })
+        .collect();
+    compiled.alike = taken.len();
+    for (i, f, result) in taken {
+        results[i] = Some((f, result));
+    }
     // The first failure in module order, whichever thread met it first.
     let mut bodies = HashMap::with_capacity(results.len());
-    for (f, result) in results {
+    for (f, result) in results
+        .into_iter()
+        .map(|r| r.expect("every body compiled or taken"))
+    {
         let body = result.map_err(|message| EmitError::Codegen {
             function: module.get(f).name.to_string(),
             message,
@@ -441,15 +497,7 @@ pub(super) fn compile_one(
     let call_conv = func.signature.call_conv;
     let (code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
-        // `FunctionOffset` relocations name "no function" (the reserved id, which no
-        // module hands out); definition replaces it with the body's own id.
-        let placeholder = FuncId::reserved_value();
-        let relocs: Vec<ModuleReloc> = code
-            .buffer
-            .relocs()
-            .iter()
-            .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, placeholder))
-            .collect();
+        let relocs = module_relocs(&code, &ctx.func);
         (code, relocs)
     })?;
     let unwind = FrameInfo::of_compiled(&code, isa, call_conv)?;
@@ -462,6 +510,19 @@ pub(super) fn compile_one(
     );
     body.code = Some(Arc::new(code));
     Ok(body)
+}
+
+/// The relocations of `code`, compiled from `func` or from a function that compiles alike,
+/// with the names of `func`'s parameters. `FunctionOffset` relocations name "no function"
+/// (the reserved id, which no module hands out); definition replaces it with the body's own
+/// id.
+fn module_relocs(code: &CompiledCode, func: &ir::Function) -> Vec<ModuleReloc> {
+    let placeholder = FuncId::reserved_value();
+    code.buffer
+        .relocs()
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, func, placeholder))
+        .collect()
 }
 
 #[cfg(test)]

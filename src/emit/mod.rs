@@ -8,6 +8,7 @@
 //! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
 //! - [`reloc`]: which relocations are calls, per ISA;
 //! - [`sink`]: where the pipeline's code goes (object, JIT, the plugin's module);
+//! - [`stencil`]: bodies that compile alike (equal stencils) compiled once;
 //! - [`sizes`]: the bytes each function takes in `.text`, as defined (for reports);
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF);
 //! - [`unwind`]: unwind information of every defined body (`.eh_frame`, `.pdata`, JIT
@@ -22,6 +23,7 @@ pub mod object;
 pub mod reloc;
 pub mod sink;
 pub mod sizes;
+pub mod stencil;
 pub mod thunk;
 pub mod unwind;
 

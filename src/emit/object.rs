@@ -124,6 +124,9 @@ impl Default for EmitOptions {
 pub struct EmitSummary {
     /// Bodies compiled (kept functions and shared local bodies, plus copies).
     pub compiled: usize,
+    /// Of the bodies compiled, how many took the code of another that compiles alike (the
+    /// same stencil: [`super::stencil`]) instead of being compiled by Cranelift.
+    pub compiled_alike: usize,
     /// Thunks written.
     pub thunks: usize,
     /// Aliases written.
