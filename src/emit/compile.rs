@@ -174,10 +174,14 @@ pub struct Compiled {
 
 /// Compile every function whose body the plan keeps.
 ///
-/// Three steps, so that only the numbering runs on one thread: each kept body is copied
-/// with its calls redirected and its symbol uses listed (in parallel); the uses are
-/// numbered in module order, which makes the numbers independent of the thread count;
-/// then each body takes its numbers and compiles (in parallel).
+/// Four steps, so that only the numbering and the grouping run on one thread: each kept
+/// body is copied with its calls redirected and its symbol uses listed (in parallel); the
+/// uses are numbered in module order, which makes the numbers independent of the thread
+/// count; each body takes its numbers (in parallel); then each compiles (in parallel),
+/// except, with `share_alike`, a body whose stencil equals an earlier one's, which takes
+/// that body's code with its own relocations once it is compiled ([`stencil`]). The
+/// pipeline shares unless the plan comes from `--merge-functions disabled`, whose compile
+/// is Cranelift's, function by function.
 pub fn compile_bodies(
     module: &Module,
     plan: &MergePlan,
