@@ -280,6 +280,47 @@ pub fn align_blocks(left: &Linearised, right: &Linearised) -> Option<Alignment> 
     })
 }
 
+/// What the table reads of an item: its fingerprints and its opcode (0 for a block header),
+/// side by side in one small array per function, so that a cell reads two keys rather than
+/// two [`Item`]s and matches on neither.
+#[derive(Clone, Copy)]
+struct Key {
+    shape: u64,
+    types: u64,
+    /// The opcode plus one; 0 for a block header.
+    op: u32,
+}
+
+impl Key {
+    fn of(item: &Item) -> Key {
+        Key {
+            shape: item.shape,
+            types: item.types,
+            op: item.opcode().map_or(0, |op| op as u32 + 1),
+        }
+    }
+}
+
+/// No pair: the score of two items that may not pair ([`pair_kind`] says `None`).
+const NO_PAIR: i32 = i32::MIN;
+
+/// [`pair_kind`]'s score, from the keys: the same arms in the same order.
+#[inline(always)]
+fn pair_score(l: Key, r: Key) -> i32 {
+    match (l.op, r.op) {
+        (0, 0) if l.shape == r.shape => SAME,
+        (0, 0) => SUBSTITUTION,
+        (0, _) => NO_PAIR,
+        (_, _) if l.shape == r.shape => SAME,
+        (_, 0) => NO_PAIR,
+        (a, b) => match (a == b, l.types == r.types) {
+            (true, true) => NEAR,
+            (false, true) | (true, false) => SUBSTITUTION,
+            (false, false) => NO_PAIR,
+        },
+    }
+}
+
 /// Align the items `l` with the items `r` (at positions `base` of their functions),
 /// appending the steps to `steps`; the method used and the score.
 fn align_slices(
@@ -305,6 +346,7 @@ fn align_slices(
             (centre + half_width).min(m),
         )
     };
+    let right_keys: Vec<Key> = r.iter().map(Key::of).collect();
 
     // Traceback: one byte per cell of each row's band, rows stored one after the other.
     let mut moves: Vec<u8> = Vec::new();
@@ -320,14 +362,43 @@ fn align_slices(
         if lo > 0 {
             cur[lo - 1] = NEG;
         }
-        for j in lo..=hi {
-            let (score, from) = if i == 0 && j == 0 {
-                (0, FROM_PAIR)
-            } else {
-                best_move(l, r, &prev, &cur, i, j)
-            };
-            cur[j] = score;
-            moves.push(from);
+        let offset = moves.len();
+        moves.resize(offset + hi + 1 - lo, FROM_PAIR);
+        let row = &mut moves[offset..];
+        // The first cell of the row (column `lo`) reads no item of the right side when it
+        // is column 0; every later one reads the cells before, above and diagonally.
+        let first = match (i, lo) {
+            (0, 0) => (0, FROM_PAIR),
+            (_, 0) => best_move(NEG, prev[0], NEG, NO_PAIR),
+            (0, _) => best_move(NEG, NEG, cur[lo - 1], NO_PAIR),
+            (_, _) => best_move(
+                prev[lo - 1],
+                prev[lo],
+                cur[lo - 1],
+                pair_score(Key::of(&l[i - 1]), right_keys[lo - 1]),
+            ),
+        };
+        cur[lo] = first.0;
+        row[0] = first.1;
+        let mut before = first.0;
+        let cells = (prev[lo..=hi].windows(2))
+            .zip(&right_keys[lo..hi])
+            .zip(cur[lo + 1..=hi].iter_mut().zip(&mut row[1..]));
+        match i {
+            0 => {
+                for (_, (cell, from)) in cells {
+                    let (score, step) = best_move(NEG, NEG, before, NO_PAIR);
+                    (*cell, *from, before) = (score, step, score);
+                }
+            }
+            _ => {
+                let left = Key::of(&l[i - 1]);
+                for ((above, &right), (cell, from)) in cells {
+                    let pair = pair_score(left, right);
+                    let (score, step) = best_move(above[0], above[1], before, pair);
+                    (*cell, *from, before) = (score, step, score);
+                }
+            }
         }
         std::mem::swap(&mut prev, &mut cur);
     }
@@ -373,21 +444,22 @@ fn align_slices(
     (method, score)
 }
 
-/// The best score of cell (i, j) and the move that reaches it, from the previous row
-/// `prev` and the current row `cur` (filled left of `j`).
-#[inline]
-fn best_move(l: &[Item], r: &[Item], prev: &[i32], cur: &[i32], i: usize, j: usize) -> (i32, u8) {
+/// The best score of a cell and the move that reaches it, from the cell diagonally before
+/// it (`diagonal`, with the score of pairing the two items, [`NO_PAIR`] when they may not),
+/// the cell above (`up`: the left item alone) and the cell before it in its row (`before`:
+/// the right item alone); [`NEG`] for a cell outside the table or the band. Ties go to the
+/// pair, then the left item alone.
+#[inline(always)]
+fn best_move(diagonal: i32, up: i32, before: i32, pair: i32) -> (i32, u8) {
     let mut best = (NEG, FROM_PAIR);
-    if i > 0 && j > 0 && prev[j - 1] > NEG {
-        if let Some((_, s)) = pair_kind(&l[i - 1], &r[j - 1]) {
-            best = (prev[j - 1] + s, FROM_PAIR);
-        }
+    if diagonal > NEG && pair != NO_PAIR {
+        best = (diagonal + pair, FROM_PAIR);
     }
-    if i > 0 && prev[j] > NEG && prev[j] + GAP > best.0 {
-        best = (prev[j] + GAP, FROM_LEFT_ONLY);
+    if up > NEG && up + GAP > best.0 {
+        best = (up + GAP, FROM_LEFT_ONLY);
     }
-    if j > 0 && cur[j - 1] > NEG && cur[j - 1] + GAP > best.0 {
-        best = (cur[j - 1] + GAP, FROM_RIGHT_ONLY);
+    if before > NEG && before + GAP > best.0 {
+        best = (before + GAP, FROM_RIGHT_ONLY);
     }
     best
 }

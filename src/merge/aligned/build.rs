@@ -35,7 +35,7 @@
 //! terminators that differ, a zero that cannot be written (vectors, `i128`), an entity
 //! that does not import — makes [`build_body`] return `None`: the pair is not merged.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::instructions::InstructionMapper;
@@ -45,6 +45,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
+use smallvec::SmallVec;
 
 use crate::detect::align::{Alignment, Step};
 use crate::detect::fingerprint::{ItemKind, ItemRef, Linearised};
@@ -92,7 +93,7 @@ struct Builder<'a> {
     /// its side's `try_call` ends in, known once the block is filled.
     handlers: Vec<(Inst, Side)>,
     /// `select(id, a, b)` made in a block, reused by later operands of that block.
-    selects: HashMap<(Block, Value, Value), Value>,
+    selects: FxHashMap<(Block, Value, Value), Value>,
 }
 
 /// Instructions waiting to be guarded by the identifier.
@@ -126,7 +127,7 @@ pub fn build_body<'a>(
     }
     let blocks = block_pairs(left, right, lin, alignment)?;
     let mut b = Builder {
-        body: Function::with_name_signature(ir::UserFuncName::default(), signature),
+        body: empty_body(left, right, signature),
         id: Value::from_u32(0),
         left,
         right,
@@ -135,7 +136,7 @@ pub fn build_body<'a>(
         imported: [Imported::default(), Imported::default()],
         failed: false,
         handlers: Vec::new(),
-        selects: HashMap::new(),
+        selects: FxHashMap::default(),
     };
     b.imported[0].uses = use_counts(left);
     b.imported[1].uses = use_counts(right);
@@ -181,7 +182,7 @@ pub fn build_body<'a>(
 
     // Where each paired block's terminator ended up (diamonds split blocks): what
     // `get_exception_handler_address` names.
-    let mut ends: HashMap<Block, [Block; 2]> = HashMap::new();
+    let mut ends: FxHashMap<Block, [Block; 2]> = FxHashMap::default();
     for (lb, _, steps) in &blocks {
         let block = b.imported[0].blocks[*lb].expand()?;
         b.body.layout.append_block(block);
@@ -198,6 +199,21 @@ pub fn build_body<'a>(
         }
     }
     Some(b.body)
+}
+
+/// An empty function with `signature`, its tables' room that of the larger member (the
+/// body holds at least that much): an empty copy of that member, cleared as Cranelift
+/// clears a function for reuse, with the exception tables `Function::clear` leaves.
+fn empty_body(left: &Function, right: &Function, signature: ir::Signature) -> Function {
+    let larger = match left.dfg.num_insts() >= right.dfg.num_insts() {
+        true => left,
+        false => right,
+    };
+    let mut body = larger.clone();
+    body.clear();
+    body.dfg.exception_tables = Default::default();
+    body.signature = signature;
+    body
 }
 
 /// The body's signature: the members' (the same calling convention and returns; the
@@ -528,6 +544,19 @@ impl<'a> Builder<'a> {
         {
             return false;
         }
+        if !any_callee {
+            if let Some(same) = same_without_importing(lf, ld, rf, rd) {
+                return same;
+            }
+        }
+        self.same_by_importing(l, r, any_callee)
+    }
+
+    /// [`Builder::same_up_to_operands`] (whose checks of opcodes, counts and types have
+    /// passed) by importing both instructions into the body, their operands all one
+    /// placeholder, and comparing what they became.
+    fn same_by_importing(&mut self, l: Inst, r: Inst, any_callee: bool) -> bool {
+        let ld = &self.left.dfg.insts[l];
         let placeholder = &mut |_: &mut Self, _| Value::from_u32(0);
         let lm = self.import_inst(Side::Left, l, placeholder);
         let mut rm = self.import_inst(Side::Right, r, placeholder);
@@ -865,13 +894,11 @@ impl<'a> Builder<'a> {
         } else {
             None
         };
-        let lv: Vec<Value> = lf.dfg.inst_values(l).collect();
-        let rv: Vec<Value> = rf.dfg.inst_values(r).collect();
-        if lv.len() != rv.len() {
+        if lf.dfg.inst_values(l).count() != rf.dfg.inst_values(r).count() {
             return None;
         }
-        let mut pairs = Vec::with_capacity(lv.len());
-        for (&a, &b) in lv.iter().zip(&rv) {
+        let mut pairs: SmallVec<[(Value, Value); 4]> = SmallVec::new();
+        for (a, b) in lf.dfg.inst_values(l).zip(rf.dfg.inst_values(r)) {
             pairs.push((self.value(Side::Left, a), self.value(Side::Right, b)));
             if self.failed {
                 return None;
@@ -884,10 +911,10 @@ impl<'a> Builder<'a> {
                 && usize::from(l0 != r1) + usize::from(l1 != r0)
                     < usize::from(l0 != r0) + usize::from(l1 != r1)
             {
-                pairs = vec![(l0, r1), (l1, r0)];
+                pairs = SmallVec::from_slice(&[(l0, r1), (l1, r0)]);
             }
         }
-        let mut merged = Vec::with_capacity(pairs.len());
+        let mut merged: SmallVec<[Value; 4]> = SmallVec::with_capacity(pairs.len());
         for (ma, mb) in pairs {
             if ma == mb {
                 merged.push(ma);
@@ -949,7 +976,7 @@ impl<'a> Builder<'a> {
         // defined in an arm and read outside it gets its own, the other arm passing zero.
         let live = |b: &Self, side: Side, insts: &[Inst]| -> Vec<Value> {
             let func = b.func(side);
-            let mut inside: HashMap<Value, u32> = HashMap::new();
+            let mut inside: FxHashMap<Value, u32> = FxHashMap::default();
             for &i in insts {
                 for v in func.dfg.inst_values(i) {
                     *inside.entry(func.dfg.resolve_aliases(v)).or_default() += 1;
@@ -969,7 +996,7 @@ impl<'a> Builder<'a> {
         let (lf, rf) = (self.left, self.right);
         // (left value, right value, type): one join parameter each.
         let mut params: Vec<(Option<Value>, Option<Value>, Type)> = Vec::new();
-        let mut shared_right = std::collections::HashSet::new();
+        let mut shared_right = FxHashSet::default();
         for &(l, r) in &diamond.pairs {
             let (lr, rr) = (lf.dfg.inst_results(l), rf.dfg.inst_results(r));
             if types_equal(lf, lr, rf, rr) {
@@ -1046,6 +1073,90 @@ impl<'a> Builder<'a> {
         }
         (!self.failed).then_some(join)
     }
+}
+
+/// Whether `ld` of `lf` and `rd` of `rf` (of one opcode) are the same instruction up to
+/// their value operands, decided without importing them into the body, for the formats
+/// whose only entities are memory flags: every other field compared as it is, memory flags
+/// by their bits and alias region, which is what importing both compares (the body's sets
+/// of flags and of regions keep one entry per distinct flags and per region identifier).
+/// `None` for a format that names other entities or holds a value list: those are
+/// imported and compared ([`Builder::same_up_to_operands`]).
+fn same_without_importing(
+    lf: &Function,
+    ld: &InstructionData,
+    rf: &Function,
+    rd: &InstructionData,
+) -> Option<bool> {
+    // A memory access's flags: their bits, and the identifier of their alias region.
+    let flags = |f: &Function, flags: ir::MemFlags| -> (ir::MemFlagsData, Option<u32>) {
+        let mut bits = f.dfg.mem_flags[flags];
+        let region = bits.alias_region().map(|r| f.dfg.alias_regions[r].user_id);
+        bits.set_alias_region(None);
+        (bits, region)
+    };
+    // Both copies with their value operands (and memory flags, compared apart) made one
+    // placeholder, so that `eq` compares the rest.
+    let blank = |data: &InstructionData| -> Option<InstructionData> {
+        let mut data = *data;
+        let placeholder = Value::from_u32(0);
+        match &mut data {
+            InstructionData::AtomicCas { args, flags, .. } => {
+                *args = [placeholder; 3];
+                *flags = ir::MemFlags::with_number(0).expect("index 0");
+            }
+            InstructionData::AtomicRmw { args, flags, .. }
+            | InstructionData::Store { args, flags, .. }
+            | InstructionData::StoreNoOffset { args, flags, .. } => {
+                *args = [placeholder; 2];
+                *flags = ir::MemFlags::with_number(0).expect("index 0");
+            }
+            InstructionData::Load { arg, flags, .. }
+            | InstructionData::LoadNoOffset { arg, flags, .. } => {
+                *arg = placeholder;
+                *flags = ir::MemFlags::with_number(0).expect("index 0");
+            }
+            InstructionData::Binary { args, .. }
+            | InstructionData::FloatCompare { args, .. }
+            | InstructionData::IntAddTrap { args, .. }
+            | InstructionData::IntCompare { args, .. }
+            | InstructionData::TernaryImm8 { args, .. } => *args = [placeholder; 2],
+            InstructionData::Ternary { args, .. } => *args = [placeholder; 3],
+            InstructionData::BinaryImm8 { arg, .. }
+            | InstructionData::CondTrap { arg, .. }
+            | InstructionData::Unary { arg, .. } => *arg = placeholder,
+            InstructionData::NullAry { .. }
+            | InstructionData::Trap { .. }
+            | InstructionData::UnaryIeee16 { .. }
+            | InstructionData::UnaryIeee32 { .. }
+            | InstructionData::UnaryIeee64 { .. }
+            | InstructionData::UnaryImm { .. } => {}
+            InstructionData::BranchTable { .. }
+            | InstructionData::Brif { .. }
+            | InstructionData::Call { .. }
+            | InstructionData::CallIndirect { .. }
+            | InstructionData::DynamicStackAddr { .. }
+            | InstructionData::ExceptionHandlerAddress { .. }
+            | InstructionData::FuncAddr { .. }
+            | InstructionData::Jump { .. }
+            | InstructionData::MultiAry { .. }
+            | InstructionData::Shuffle { .. }
+            | InstructionData::StackAddr { .. }
+            | InstructionData::TryCall { .. }
+            | InstructionData::TryCallIndirect { .. }
+            | InstructionData::UnaryConst { .. }
+            | InstructionData::UnaryGlobalValue { .. } => return None,
+        }
+        Some(data)
+    };
+    let (lb, rb) = (blank(ld)?, blank(rd)?);
+    let flags_equal = match (ld.memflags(), rd.memflags()) {
+        (Some(a), Some(b)) => flags(lf, a) == flags(rf, b),
+        (None, None) => true,
+        _ => false,
+    };
+    // Neither holds a value list: the pool is not read.
+    Some(flags_equal && lb.eq(&rb, &lf.dfg.value_lists))
 }
 
 /// Whether two value lists have the same types, position by position.
@@ -1223,5 +1334,147 @@ fn commutes(data: &InstructionData) -> bool {
             )
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::fingerprint::linearise;
+    use crate::target::TargetInfo;
+
+    /// Every function of the fixtures that exercise merging by alignment and merge-similar.
+    fn fixture_functions() -> Vec<Function> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+        let mut paths: Vec<_> = ["similar", "exec", "align"]
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(format!("{root}/{dir}")).expect("a fixture folder"))
+            .map(|entry| entry.expect("a fixture").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "clif"))
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .flat_map(|path| {
+                let text = std::fs::read_to_string(path).expect("a readable fixture");
+                cranelift_reader::parse_functions(&text).expect("the fixture parses")
+            })
+            .collect()
+    }
+
+    /// The comparison without importing agrees with importing both instructions, on every
+    /// pair of instructions of one opcode, counts and types among the fixtures' functions
+    /// (whichever side each is on): it is a shortcut, not another rule.
+    #[test]
+    fn comparing_without_importing_agrees_with_importing() {
+        let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").expect("a triple");
+        let functions = fixture_functions();
+        let linearised: Vec<Linearised> = functions.iter().map(|f| linearise(f, &target)).collect();
+        let (mut decided, mut same) = (0, 0);
+        for (left, ll) in functions.iter().zip(&linearised) {
+            for (right, rl) in functions.iter().zip(&linearised) {
+                let Some(signature) = body_signature(&left.signature, &right.signature) else {
+                    continue;
+                };
+                let mut b = Builder {
+                    body: Function::with_name_signature(ir::UserFuncName::default(), signature),
+                    id: Value::from_u32(0),
+                    left,
+                    right,
+                    lin: [ll, rl],
+                    pointer: types::I64,
+                    imported: [Imported::default(), Imported::default()],
+                    failed: false,
+                    handlers: Vec::new(),
+                    selects: FxHashMap::default(),
+                };
+                let insts = |f: &'_ Function| -> Vec<Inst> {
+                    f.layout
+                        .blocks()
+                        .flat_map(|block| f.layout.block_insts(block))
+                        .collect()
+                };
+                for l in insts(left) {
+                    for r in insts(right) {
+                        let (ld, rd) = (&left.dfg.insts[l], &right.dfg.insts[r]);
+                        if ld.opcode() != rd.opcode()
+                            || left.dfg.inst_args(l).len() != right.dfg.inst_args(r).len()
+                            || left.dfg.ctrl_typevar(l) != right.dfg.ctrl_typevar(r)
+                        {
+                            continue;
+                        }
+                        let Some(shortcut) = same_without_importing(left, ld, right, rd) else {
+                            continue;
+                        };
+                        let imported = b.same_by_importing(l, r, false);
+                        assert_eq!(
+                            shortcut,
+                            imported,
+                            "{} of {} against {} of {}",
+                            left.dfg.display_inst(l),
+                            left.name,
+                            right.dfg.display_inst(r),
+                            right.name
+                        );
+                        decided += 1;
+                        same += usize::from(shortcut);
+                    }
+                }
+            }
+        }
+        // Enough of both answers to mean something.
+        assert!(
+            same > 1000 && decided - same > 1000,
+            "{same} same of {decided}"
+        );
+    }
+
+    /// Memory flags compare by their bits and their alias region's identifier: what the
+    /// body's sets keep one of (a region's description is for printing only).
+    #[test]
+    fn memory_flags_compare_by_bits_and_region_identifier() {
+        let region = |user_id: u32, description: &'static str| ir::AliasRegionData {
+            user_id,
+            description: description.into(),
+        };
+        let load = |func: &mut Function, region: Option<ir::AliasRegionData>, notrap: bool| {
+            let mut data = ir::MemFlagsData::new();
+            if notrap {
+                data.set_notrap();
+            }
+            if let Some(region) = region {
+                data.set_alias_region(Some(func.dfg.alias_regions.insert(region)));
+            }
+            let flags = func.dfg.mem_flags.insert(data).expect("room for flags");
+            InstructionData::Load {
+                opcode: Opcode::Load,
+                arg: Value::from_u32(0),
+                flags,
+                offset: 8.into(),
+            }
+        };
+        let (mut lf, mut rf) = (Function::new(), Function::new());
+        let cases = [
+            (
+                Some(region(7, "heap")),
+                Some(region(7, "memory 0")),
+                true,
+                true,
+            ),
+            (
+                Some(region(7, "heap")),
+                Some(region(8, "heap")),
+                true,
+                false,
+            ),
+            (Some(region(7, "heap")), None, true, false),
+            (None, None, true, true),
+            (None, None, false, false),
+        ];
+        for (l_region, r_region, same_bits, expected) in cases {
+            let ld = load(&mut lf, l_region, true);
+            let rd = load(&mut rf, r_region, same_bits);
+            assert_eq!(same_without_importing(&lf, &ld, &rf, &rd), Some(expected));
+        }
     }
 }
