@@ -1343,23 +1343,14 @@ mod tests {
     use crate::detect::fingerprint::linearise;
     use crate::target::TargetInfo;
 
-    /// Every function of the fixtures that exercise merging by alignment and merge-similar.
+    /// Every function of the fixtures that exercise merging by alignment and merge-similar,
+    /// read as the command line reads them.
     fn fixture_functions() -> Vec<Function> {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
-        let mut paths: Vec<_> = ["similar", "exec", "align"]
-            .iter()
-            .flat_map(|dir| std::fs::read_dir(format!("{root}/{dir}")).expect("a fixture folder"))
-            .map(|entry| entry.expect("a fixture").path())
-            .filter(|path| path.extension().is_some_and(|e| e == "clif"))
-            .collect();
-        paths.sort();
-        paths
-            .iter()
-            .flat_map(|path| {
-                let text = std::fs::read_to_string(path).expect("a readable fixture");
-                cranelift_reader::parse_functions(&text).expect("the fixture parses")
-            })
-            .collect()
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let folders = ["similar", "exec", "align"].map(|dir| root.join(dir));
+        let files = crate::read::expand_inputs(&folders).expect("the fixture folders");
+        let read = crate::read::read_files(&files, None, || {}).expect("the fixtures parse");
+        read.functions.into_iter().map(|f| f.func).collect()
     }
 
     /// The comparison without importing agrees with importing both instructions, on every
