@@ -184,17 +184,24 @@ impl Alignment {
 
 /// How `l` and `r` may pair, and the pair's score; `None` when they may not.
 pub fn pair_kind(l: &Item, r: &Item) -> Option<(PairKind, i32)> {
-    match (l.opcode(), r.opcode()) {
-        (None, None) if l.shape == r.shape => Some((PairKind::Same, SAME)),
-        (None, None) => Some((PairKind::BlockHeader, SUBSTITUTION)),
-        (Some(_), _) if l.shape == r.shape => Some((PairKind::Same, SAME)),
-        (Some(a), Some(b)) => match (a == b, l.types == r.types) {
+    pair_kind_of_keys(Key::of(l), Key::of(r))
+}
+
+/// [`pair_kind`] from what the table reads of the two items.
+#[inline(always)]
+fn pair_kind_of_keys(l: Key, r: Key) -> Option<(PairKind, i32)> {
+    match (l.op, r.op) {
+        (0, 0) if l.shape == r.shape => Some((PairKind::Same, SAME)),
+        (0, 0) => Some((PairKind::BlockHeader, SUBSTITUTION)),
+        (0, _) => None,
+        (_, _) if l.shape == r.shape => Some((PairKind::Same, SAME)),
+        (_, 0) => None,
+        (a, b) => match (a == b, l.types == r.types) {
             (true, true) => Some((PairKind::Details, NEAR)),
             (false, true) => Some((PairKind::Opcode, SUBSTITUTION)),
             (true, false) => Some((PairKind::Types, SUBSTITUTION)),
             (false, false) => None,
         },
-        _ => None,
     }
 }
 
@@ -304,21 +311,10 @@ impl Key {
 /// No pair: the score of two items that may not pair ([`pair_kind`] says `None`).
 const NO_PAIR: i32 = i32::MIN;
 
-/// [`pair_kind`]'s score, from the keys: the same arms in the same order.
+/// [`pair_kind`]'s score, from the keys; [`NO_PAIR`] for items that may not pair.
 #[inline(always)]
 fn pair_score(l: Key, r: Key) -> i32 {
-    match (l.op, r.op) {
-        (0, 0) if l.shape == r.shape => SAME,
-        (0, 0) => SUBSTITUTION,
-        (0, _) => NO_PAIR,
-        (_, _) if l.shape == r.shape => SAME,
-        (_, 0) => NO_PAIR,
-        (a, b) => match (a == b, l.types == r.types) {
-            (true, true) => NEAR,
-            (false, true) | (true, false) => SUBSTITUTION,
-            (false, false) => NO_PAIR,
-        },
-    }
+    pair_kind_of_keys(l, r).map_or(NO_PAIR, |(_, score)| score)
 }
 
 /// Align the items `l` with the items `r` (at positions `base` of their functions),
