@@ -54,7 +54,7 @@ fn main() {
     };
     let module = common::load_module(&dir);
     let target = common::target();
-    let funcs: Vec<&Function> = module.iter().map(|(_, m)| &m.func).collect();
+    let funcs: Vec<&Function> = module.iter().map(|(_, m)| &*m.func).collect();
     let insts: u64 = funcs
         .iter()
         .map(|f| {

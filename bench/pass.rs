@@ -69,7 +69,7 @@ fn main() {
         }
         let candidates: Vec<&Function> = module
             .iter()
-            .map(|(_, m)| &m.func)
+            .map(|(_, m)| &*m.func)
             .filter(|f| count[&function_hash(f)] > 1)
             .collect();
         measured.push((*name, module.len(), candidates.len()));

@@ -25,8 +25,8 @@ pub mod fast;
 
 /// A function read from CLIF text, with where it came from.
 pub struct ParsedFunction {
-    /// The function.
-    pub func: Function,
+    /// The function (boxed: functions are large, and move into the module as pointers).
+    pub func: Box<Function>,
     /// The file it was read from.
     pub file: PathBuf,
     /// The line of its `function` keyword.
@@ -122,7 +122,7 @@ pub fn parse_clif(text: &str, path: impl AsRef<Path>) -> Result<Vec<ParsedFuncti
 /// file, else with cranelift-reader (which then gives every error).
 fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, ReadError> {
     let marked = marked_lines(cleaned);
-    let parsed = |func: Function, line: usize| ParsedFunction {
+    let parsed = |func: Box<Function>, line: usize| ParsedFunction {
         func,
         file: path.to_path_buf(),
         line,
@@ -181,7 +181,7 @@ fn parse_cleaned(cleaned: &str, path: &Path) -> Result<Vec<ParsedFunction>, Read
     Ok(file
         .functions
         .into_iter()
-        .map(|(func, details)| parsed(func, details.location.line_number))
+        .map(|(func, details)| parsed(Box::new(func), details.location.line_number))
         .collect())
 }
 

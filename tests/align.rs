@@ -28,7 +28,7 @@ fn fixture() -> HashMap<String, Function> {
     parse_clif(&text, path)
         .unwrap()
         .into_iter()
-        .map(|p| (FuncName::of_function(&p.func).to_string(), p.func))
+        .map(|p| (FuncName::of_function(&p.func).to_string(), *p.func))
         .collect()
 }
 

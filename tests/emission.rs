@@ -1313,7 +1313,7 @@ fn disabled_merging_writes_cranelifts_own_code() {
                     let name = FuncName::of_function(&p.func).to_string();
                     let (_, at, size) = symbol(&syms, name.trim_start_matches('%'));
                     let written = &data[*at as usize..(*at + *size) as usize];
-                    let mut ctx = cranelift_codegen::Context::for_function(p.func);
+                    let mut ctx = cranelift_codegen::Context::for_function(*p.func);
                     ctx.compile(&*isa, &mut Default::default())
                         .unwrap_or_else(|e| panic!("{}: {name}: {:?}", path.display(), e.inner));
                     let code = ctx.compiled_code().unwrap().code_buffer();

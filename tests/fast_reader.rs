@@ -134,7 +134,7 @@ fn check(text: &str) -> Result<Outcome, String> {
         if fl != sl {
             return Err(format!("function {} on line {fl}, not {sl}", s.name));
         }
-        if f != s {
+        if **f != *s {
             let parts = [
                 ("name", f.name == s.name),
                 ("signature", f.signature == s.signature),

@@ -107,7 +107,7 @@ fn load(file: &str) -> Fixture {
     let mut functions: Vec<Function> = parse_clif(&text, &path)
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
-        .map(|p| p.func)
+        .map(|p| *p.func)
         .collect();
     functions.sort_by_key(FuncName::of_function);
     let mut groups = Vec::new();
@@ -1281,7 +1281,7 @@ fn generated_programs_keep_every_result_in_the_interpreter() {
     let bodies: Vec<&Function> = rewritten
         .iter()
         .filter(|(_, m)| report.groups.iter().any(|g| g.body == m.name.to_string()))
-        .map(|(_, m)| &m.func)
+        .map(|(_, m)| &*m.func)
         .collect();
     let count_ops = |f: &Function, op: Opcode| {
         f.layout

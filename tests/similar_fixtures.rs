@@ -61,7 +61,7 @@ fn run_fixture(path: &Path) {
     let functions: Vec<Function> = parse_clif(&text, path)
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
-        .map(|p| p.func)
+        .map(|p| *p.func)
         .collect();
     let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
     let isa = build_isa(&target, &settings()).unwrap();

@@ -45,7 +45,7 @@ fn estimate_tracks_compiled_size_on_zstd() {
             .collect::<Vec<_>>()
             .par_iter()
             .map(|(_, m)| {
-                let compiled = text_size(&*isa, m.func.clone()).expect("zstd compiles");
+                let compiled = text_size(&*isa, Function::clone(&m.func)).expect("zstd compiles");
                 (model.estimate(&m.func) as f64, compiled as f64)
             })
             .collect();
@@ -112,7 +112,7 @@ fn fixture_functions() -> Vec<Function> {
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         if let Ok(functions) = parse_clif(&text, &path) {
-            out.extend(functions.into_iter().map(|p| p.func));
+            out.extend(functions.into_iter().map(|p| *p.func));
         }
     }
     out
@@ -211,13 +211,13 @@ block0(v0: i64, v1: i64):
                 "{triple}: {}",
                 thunk.name
             );
-            let emitted = similar_thunk_size(&*isa, thunk.clone()).unwrap();
+            let emitted = similar_thunk_size(&*isa, Function::clone(thunk)).unwrap();
             assert_eq!(CodeFacts::thunk_size(&*isa, thunk), emitted, "{triple}");
         }
         // The body is estimated, not compiled: close, not necessarily equal.
         let body = &functions[0].func;
         let estimate = CodeFacts::text_size(&*isa, body) as f64;
-        let compiled = text_size(&*isa, body.clone()).unwrap() as f64;
+        let compiled = text_size(&*isa, Function::clone(body)).unwrap() as f64;
         assert!(
             (estimate - compiled).abs() <= 0.5 * compiled,
             "{triple}: {estimate} estimated for {compiled}"

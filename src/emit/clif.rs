@@ -122,7 +122,7 @@ fn body_name(module: &Module, group: &Group) -> FuncName {
 /// body, and so does an address use of a function whose address is its body's (erased,
 /// or an alias that is not preemptible).
 fn written(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
-    let mut func = module.get(f).func.clone();
+    let mut func = ir::Function::clone(&module.get(f).func);
     let address_use = address_uses(&func);
     // The body a reference to `name` goes to, when it goes to one.
     let body_for = |name: &FuncName, address: bool| -> Option<FuncName> {
@@ -182,7 +182,7 @@ fn address_uses(func: &ir::Function) -> Vec<bool> {
 /// number to its group's body). Address uses (`func_addr`, `symbol`) keep their names:
 /// emission resolves an erased name to its group's body, and an alias is a symbol at it.
 pub fn redirected(module: &Module, plan: &MergePlan, f: FuncIndex) -> ir::Function {
-    let mut func = module.get(f).func.clone();
+    let mut func = ir::Function::clone(&module.get(f).func);
     let address_use = address_uses(&func);
     let refs: Vec<ir::FuncRef> = func.dfg.ext_funcs.keys().collect();
     for fref in refs {

@@ -56,7 +56,7 @@ use rayon::prelude::*;
 
 use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
-use super::similar::{take_in_order, CodeFacts};
+use super::similar::CodeFacts;
 use crate::detect::align::align_blocks;
 use crate::detect::fingerprint::{linearise, Linearised};
 use crate::detect::hash::StableHasher;
@@ -79,7 +79,7 @@ pub struct AlignedMerge {
     /// The member passing identifier 0.
     pub right: FuncIndex,
     /// The merged body: the members' signature and the identifier last.
-    pub body: Function,
+    pub body: Box<Function>,
     /// `.text` bytes of the left and of the right member, estimated.
     pub member_bytes: [u64; 2],
     /// `.text` bytes of the two members, estimated.
@@ -89,7 +89,7 @@ pub struct AlignedMerge {
 }
 
 /// A pair merged by alignment with its members' thunks.
-pub type MergedPair = (AlignedMerge, Vec<(FuncIndex, Function)>);
+pub type MergedPair = (AlignedMerge, Vec<(FuncIndex, Box<Function>)>);
 
 /// The pairs of `free` (functions nothing else merged) worth merging by alignment, chosen
 /// as the module docs say. `thunk(member, body signature, values)` writes the member's thunk that
@@ -347,7 +347,7 @@ pub fn try_pair(
     thunk: &ThunkWriter<'_>,
 ) -> Result<MergedPair, Declined> {
     let [left, right] = pair.members;
-    let (l, r) = (&module.get(left).func, &module.get(right).func);
+    let (l, r): (&Function, &Function) = (&module.get(left).func, &module.get(right).func);
     let signature = build::body_signature(&l.signature, &r.signature)
         .filter(|_| l.dfg.num_blocks() > 0)
         .ok_or(Declined::Signatures)?;
@@ -368,11 +368,11 @@ pub fn try_pair(
     let thunks = vec![
         (
             left,
-            thunk(left, &signature, &values(l, 1)).ok_or(Declined::Thunk)?,
+            Box::new(thunk(left, &signature, &values(l, 1)).ok_or(Declined::Thunk)?),
         ),
         (
             right,
-            thunk(right, &signature, &values(r, 0)).ok_or(Declined::Thunk)?,
+            Box::new(thunk(right, &signature, &values(r, 0)).ok_or(Declined::Thunk)?),
         ),
     ];
     // A member that reads its frame runs behind thunks that keep the caller's stack only.
@@ -467,26 +467,23 @@ fn one_round(
             try_pair(module, target, isa, &pair, cost_model, thunk).ok()
         })
         .collect();
-    // Greedily by saving, then by members; the order is sorted as keys, so that the
-    // bodies (a `Function` each) move once, into the pairs taken.
-    let mut order: Vec<(std::cmp::Reverse<i64>, FuncIndex, FuncIndex, usize)> = (built.iter())
-        .enumerate()
-        .map(|(at, (m, _))| {
-            let saving = m.before as i64 - m.after as i64;
-            (std::cmp::Reverse(saving), m.left, m.right, at)
+    // Greedily by saving, then by members (a pair's members are unique within a round).
+    let mut built = built;
+    built.sort_unstable_by_key(|(m, _)| {
+        let saving = m.before as i64 - m.after as i64;
+        (std::cmp::Reverse(saving), m.left, m.right)
+    });
+    let mut used = HashSet::new();
+    let built: Vec<MergedPair> = (built.into_iter())
+        .filter(|(m, _)| {
+            let free = !used.contains(&m.left) && !used.contains(&m.right);
+            if free {
+                used.insert(m.left);
+                used.insert(m.right);
+            }
+            free
         })
         .collect();
-    order.sort_unstable();
-    let mut used = HashSet::new();
-    let taken = order.into_iter().filter_map(|(_, left, right, at)| {
-        let free = !used.contains(&left) && !used.contains(&right);
-        if free {
-            used.insert(left);
-            used.insert(right);
-        }
-        free.then_some(at)
-    });
-    let built = take_in_order(built, taken);
     // Every body taken is verified, in parallel; one that fails is a bug, and dropped
     // (and counted).
     let chosen = built.len();

@@ -25,8 +25,9 @@ cranelift_entity::entity_impl!(FuncIndex, "func");
 pub struct ModuleFunction {
     /// Its name (the symbol it is defined under).
     pub name: FuncName,
-    /// Its body.
-    pub func: Function,
+    /// Its body, boxed: merge-similar swaps a member's body for its thunk by moving a
+    /// pointer, not the 960 bytes of a `Function` (copies that wrote fresh memory).
+    pub func: Box<Function>,
     /// How other objects see it. `Import` is not allowed for a definition.
     pub linkage: Linkage,
     /// `true` when the user promises nobody compares this function's address
@@ -108,7 +109,7 @@ impl Module {
 
     /// A module of `functions`, all with `Export` linkage.
     pub fn from_functions(
-        functions: impl IntoIterator<Item = Function>,
+        functions: impl IntoIterator<Item = impl Into<Box<Function>>>,
     ) -> Result<Self, ModuleError> {
         let mut module = Self::new();
         for func in functions {
@@ -117,13 +118,14 @@ impl Module {
         Ok(module)
     }
 
-    /// Add a function.
+    /// Add a function (a `Function`, or one already boxed, which is not copied again).
     pub fn add(
         &mut self,
-        func: Function,
+        func: impl Into<Box<Function>>,
         linkage: Linkage,
         unnamed_addr: bool,
     ) -> Result<FuncIndex, ModuleError> {
+        let func: Box<Function> = func.into();
         let name = FuncName::of_function(&func);
         if linkage == Linkage::Import {
             return Err(ModuleError::ImportDefinition(name));

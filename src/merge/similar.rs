@@ -277,9 +277,9 @@ pub struct SimilarCandidate {
     /// The members, in index order.
     pub members: Vec<FuncIndex>,
     /// The shared body.
-    pub body: Function,
+    pub body: Box<Function>,
     /// Each member's thunk into the body.
-    pub thunks: Vec<(FuncIndex, Function)>,
+    pub thunks: Vec<(FuncIndex, Box<Function>)>,
 }
 
 impl SimilarCandidate {
@@ -297,7 +297,7 @@ fn group_cost<F: CodeFacts + ?Sized>(
     module: &Module,
     members: &[FuncIndex],
     body: &Function,
-    thunks: &[(FuncIndex, Function)],
+    thunks: &[(FuncIndex, Box<Function>)],
     facts: &F,
 ) -> (Vec<u64>, u64) {
     let before = members
@@ -558,7 +558,7 @@ fn build_all(
             if reads_frame && !built.thunks.iter().all(|(_, t)| keeps(t)) {
                 return Err(NotBuilt::FrameReaderBehindFramedThunk);
             }
-            let members = c.members.iter().map(|&m| &module.get(m).func);
+            let members = c.members.iter().map(|&m| &*module.get(m).func);
             if BranchProtection::of(isa)
                 .is_some_and(|p| adds_unlanded_indirect_branches(&built.body, members, p))
             {
@@ -583,7 +583,7 @@ pub fn merge_similar(
     let (module, report, replaced) =
         merge_similar_keeping_replaced(module, target, isa, options, similar);
     // The replaced bodies are many and large: freed on every thread.
-    replaced.bodies.into_par_iter().for_each(drop);
+    replaced.by_index.into_par_iter().for_each(drop);
     (module, report)
 }
 
@@ -594,19 +594,17 @@ pub fn merge_similar(
 /// size reports) without a copy of the whole module made beforehand.
 #[derive(Default)]
 pub struct Replaced {
-    /// The bodies, in the order the pass replaced them.
-    bodies: Vec<Function>,
-    /// Each replaced function and where its body is in `bodies`, in index order (sorting
-    /// these rather than the bodies moves a few bytes per function, not a whole
-    /// `Function` a dozen times).
-    by_index: Vec<(FuncIndex, u32)>,
+    /// Each replaced function and its body, in index order once [`Self::sorted`]. The
+    /// bodies are boxed as the module keeps them: one moves out of the module, and is
+    /// sorted here, as a pointer.
+    by_index: Vec<(FuncIndex, Box<Function>)>,
 }
 
 impl Replaced {
     /// `f`'s body as read, if merge-similar replaced it.
     pub fn get(&self, f: FuncIndex) -> Option<&Function> {
         let at = self.by_index.binary_search_by_key(&f, |(g, _)| *g).ok()?;
-        Some(&self.bodies[self.by_index[at].1 as usize])
+        Some(&self.by_index[at].1)
     }
 
     /// `f`'s body as read: the one replaced, or `module`'s (the module merge-similar
@@ -617,29 +615,27 @@ impl Replaced {
 
     /// How many bodies were replaced.
     pub fn len(&self) -> usize {
-        self.bodies.len()
+        self.by_index.len()
     }
 
     /// Whether none was.
     pub fn is_empty(&self) -> bool {
-        self.bodies.is_empty()
+        self.by_index.is_empty()
     }
 
     /// Keep `body`, which `f` had (each function at most once); [`Self::sorted`] when done.
-    fn push(&mut self, f: FuncIndex, body: Function) {
-        self.by_index.push((f, self.bodies.len() as u32));
-        self.bodies.push(body);
+    fn push(&mut self, f: FuncIndex, body: Box<Function>) {
+        self.by_index.push((f, body));
     }
 
     /// Room for `n` more bodies.
     fn reserve(&mut self, n: usize) {
-        self.bodies.reserve(n);
         self.by_index.reserve(n);
     }
 
     /// Ready to be looked up.
     fn sorted(mut self) -> Self {
-        self.by_index.sort_unstable();
+        self.by_index.sort_unstable_by_key(|(f, _)| *f);
         self
     }
 }
@@ -693,7 +689,7 @@ pub fn merge_similar_keeping_replaced(
     // threads).
     let mut in_use: Option<HashSet<String>> = None;
     let mut accepted: Vec<(Candidate, Built, FuncName)> = Vec::new();
-    let mut made_equal: Vec<(Vec<FuncIndex>, Function)> = Vec::new();
+    let mut made_equal: Vec<(Vec<FuncIndex>, Box<Function>)> = Vec::new();
     for (candidate, b) in built.into_iter().flatten() {
         if candidate.params.is_empty() {
             // Equal once their permissions meet (and their regions and callees are named
@@ -754,7 +750,7 @@ pub fn merge_similar_keeping_replaced(
 
     // Every member of every class in a group gets the thunk of its representative (equal
     // functions have equal signatures: it fits every one of them), in parallel.
-    type Finished = (SimilarGroup, Function, Vec<(FuncIndex, Function)>);
+    type Finished = (SimilarGroup, Box<Function>, Vec<(FuncIndex, Box<Function>)>);
     let finished: Vec<Finished> = accepted
         .into_par_iter()
         .map(|(candidate, b, name)| {
@@ -771,7 +767,7 @@ pub fn merge_similar_keeping_replaced(
                 }
                 thunks.push((rep, thunk));
             }
-            let thunks = in_index_order(thunks);
+            thunks.sort_unstable_by_key(|(m, _)| *m);
             let members: Vec<String> = thunks
                 .iter()
                 .map(|(m, _)| module.get(*m).name.to_string())
@@ -792,7 +788,7 @@ pub fn merge_similar_keeping_replaced(
         .collect();
 
     // The new module: thunks in place of members, shared bodies appended in group order.
-    let mut bodies: Vec<Function> = Vec::with_capacity(finished.len());
+    let mut bodies: Vec<Box<Function>> = Vec::with_capacity(finished.len());
     replaced.reserve(finished.iter().map(|(_, _, thunks)| thunks.len()).sum());
     for (group, body, thunks) in finished {
         for (m, thunk) in thunks {
@@ -809,28 +805,6 @@ pub fn merge_similar_keeping_replaced(
             .expect("shared body names are fresh");
     }
     (module, report, replaced.sorted())
-}
-
-/// `functions` sorted by index (each at most once), each `Function` moved once rather
-/// than a dozen times by a sort.
-fn in_index_order(functions: Vec<(FuncIndex, Function)>) -> Vec<(FuncIndex, Function)> {
-    let mut order: Vec<(FuncIndex, usize)> = (functions.iter().enumerate())
-        .map(|(at, (f, _))| (*f, at))
-        .collect();
-    order.sort_unstable();
-    take_in_order(functions, order.into_iter().map(|(_, at)| at))
-}
-
-/// The items of `items` at `positions` (each at most once), in that order, each moved once:
-/// how large items (a `Function` each) are put in an order sorted as small keys.
-pub(super) fn take_in_order<T>(
-    items: Vec<T>,
-    positions: impl IntoIterator<Item = usize>,
-) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
-    (positions.into_iter())
-        .filter_map(|at| slots[at].take())
-        .collect()
 }
 
 /// The functions alignment merging may pair, in index order: the representatives of
@@ -861,7 +835,7 @@ fn aligned_pairs(
     similar: &SimilarOptions,
     siblings: &SecondaryMap<FuncIndex, Vec<FuncIndex>>,
     accepted: &[(Candidate, Built, FuncName)],
-    made_equal: &[(Vec<FuncIndex>, Function)],
+    made_equal: &[(Vec<FuncIndex>, Box<Function>)],
     in_use: &mut HashSet<String>,
 ) -> (Vec<(Candidate, Built, FuncName)>, usize) {
     let taken = accepted
@@ -960,8 +934,8 @@ pub fn explain_aligned(
 
 /// A candidate's shared body (named later) and one thunk per representative.
 struct Built {
-    body: Function,
-    thunks: Vec<(FuncIndex, Function)>,
+    body: Box<Function>,
+    thunks: Vec<(FuncIndex, Box<Function>)>,
     before: u64,
     after: u64,
     unmerged: u64,
@@ -1112,7 +1086,7 @@ fn build(
                 config,
                 tail_calls,
             )?;
-            Some((m, thunk))
+            Some((m, Box::new(thunk)))
         })
         .collect::<Option<Vec<_>>>()?;
     Some(Built {

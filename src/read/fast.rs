@@ -62,7 +62,7 @@ const MAX_BLOCKS: u32 = 100_000;
 
 /// Read every function of `text` (whose preamble is already blanked), each with the line
 /// of its `function` keyword, exactly as cranelift-reader would; `None` when declined.
-pub fn read(text: &str) -> Option<Vec<(Function, usize)>> {
+pub fn read(text: &str) -> Option<Vec<(Box<Function>, usize)>> {
     crate::guard::unpanicked(|| Reader::new(text)?.file())
         .ok()
         .flatten()
@@ -347,7 +347,8 @@ impl Defined {
 
 /// One function as it is read.
 struct Body {
-    func: Function,
+    /// Boxed from the start: it moves into the module as a pointer.
+    func: Box<Function>,
     values: Defined,
     blocks: Defined,
     stack_slots: Defined,
@@ -499,7 +500,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The whole file: functions and nothing else.
-    fn file(mut self) -> Option<Vec<(Function, usize)>> {
+    fn file(mut self) -> Option<Vec<(Box<Function>, usize)>> {
         let mut functions = Vec::new();
         while self.tok != Tok::Eof {
             functions.push(self.function()?);
@@ -516,7 +517,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `function name signature { preamble body }`.
-    fn function(&mut self) -> Option<(Function, usize)> {
+    fn function(&mut self) -> Option<(Box<Function>, usize)> {
         if self.tok != Tok::Ident("function") {
             return None;
         }
@@ -533,7 +534,7 @@ impl<'a> Reader<'a> {
         };
         let signature = self.signature()?;
         let mut body = Body {
-            func: Function::with_name_signature(name, signature),
+            func: Box::new(Function::with_name_signature(name, signature)),
             values: Defined::default(),
             blocks: Defined::default(),
             stack_slots: Defined::default(),

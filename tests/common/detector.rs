@@ -164,7 +164,7 @@ impl Fixture {
         let functions = clif_merge::read::parse_clif(&text, p)
             .unwrap_or_else(|e| panic!("{e}"))
             .into_iter()
-            .map(|f| f.func)
+            .map(|f| *f.func)
             .collect();
         Fixture {
             path,

@@ -36,7 +36,7 @@ pub fn renumber_via_text(func: &Function, seed: u64) -> Function {
     let mut parsed = clif_merge::read::parse_clif(&renamed, "renumbered.clif")
         .unwrap_or_else(|e| panic!("renamed text does not parse: {e}\n{renamed}"));
     assert_eq!(parsed.len(), 1);
-    parsed.remove(0).func
+    *parsed.remove(0).func
 }
 
 /// Print `func`, make some instruction results go through value aliases (`v900 -> v5`,
@@ -85,7 +85,7 @@ pub fn alias_via_text(func: &Function, seed: u64) -> Function {
     let text = lines.join("\n");
     let mut parsed = clif_merge::read::parse_clif(&text, "aliased.clif")
         .unwrap_or_else(|e| panic!("aliased text does not parse: {e}\n{text}"));
-    parsed.remove(0).func
+    *parsed.remove(0).func
 }
 
 /// Print `func`, rename the function to `new_name` (`%name` or `u0:N`) everywhere,
@@ -100,7 +100,7 @@ pub fn rename_function_via_text(func: &Function, new_name: &str) -> Function {
     let text = renamed.join("\n");
     let mut parsed = clif_merge::read::parse_clif(&text, "renamed.clif")
         .unwrap_or_else(|e| panic!("renamed text does not parse: {e}\n{text}"));
-    parsed.remove(0).func
+    *parsed.remove(0).func
 }
 
 /// Replace the whole word `old` (not a prefix of a longer word) by `new`.

@@ -1212,7 +1212,7 @@ pub mod jit {
         }
         let mut bodies = Vec::new();
         for f in functions {
-            let mut func = f.func;
+            let mut func = *f.func;
             let name = func.name.to_string().trim_start_matches('%').to_string();
             func.name = UserFuncName::user(0, ids[&name].as_u32());
             let refs: Vec<_> = func.dfg.ext_funcs.keys().collect();

@@ -386,7 +386,7 @@ mod tests {
     }
 
     fn function(clif: &str) -> ir::Function {
-        crate::read::parse_clif(clif, "thunk.clif")
+        *crate::read::parse_clif(clif, "thunk.clif")
             .unwrap()
             .remove(0)
             .func

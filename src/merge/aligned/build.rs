@@ -79,7 +79,7 @@ struct Imported {
 
 /// The body under construction and both members' imports.
 struct Builder<'a> {
-    body: Function,
+    body: Box<Function>,
     id: Value,
     left: &'a Function,
     right: &'a Function,
@@ -120,7 +120,7 @@ pub fn build_body<'a>(
     lin: (&'a Linearised, &'a Linearised),
     alignment: &Alignment,
     pointer: Type,
-) -> Option<Function> {
+) -> Option<Box<Function>> {
     let signature = body_signature(&left.signature, &right.signature)?;
     if !in_scope(left) || !in_scope(right) {
         return None;
@@ -204,12 +204,12 @@ pub fn build_body<'a>(
 /// An empty function with `signature`, its tables' room that of the larger member (the
 /// body holds at least that much): an empty copy of that member, cleared as Cranelift
 /// clears a function for reuse, with the exception tables `Function::clear` leaves.
-fn empty_body(left: &Function, right: &Function, signature: ir::Signature) -> Function {
+fn empty_body(left: &Function, right: &Function, signature: ir::Signature) -> Box<Function> {
     let larger = match left.dfg.num_insts() >= right.dfg.num_insts() {
         true => left,
         false => right,
     };
-    let mut body = larger.clone();
+    let mut body = Box::new(larger.clone());
     body.clear();
     body.dfg.exception_tables = Default::default();
     body.signature = signature;
@@ -1350,7 +1350,7 @@ mod tests {
         let folders = ["similar", "exec", "align"].map(|dir| root.join(dir));
         let files = crate::read::expand_inputs(&folders).expect("the fixture folders");
         let read = crate::read::read_files(&files, None, || {}).expect("the fixtures parse");
-        read.functions.into_iter().map(|f| f.func).collect()
+        read.functions.into_iter().map(|f| *f.func).collect()
     }
 
     /// The comparison without importing agrees with importing both instructions, on every
@@ -1368,7 +1368,10 @@ mod tests {
                     continue;
                 };
                 let mut b = Builder {
-                    body: Function::with_name_signature(ir::UserFuncName::default(), signature),
+                    body: Box::new(Function::with_name_signature(
+                        ir::UserFuncName::default(),
+                        signature,
+                    )),
                     id: Value::from_u32(0),
                     left,
                     right,
