@@ -27,8 +27,9 @@
 //! structural edits, issue #14), how many members each kind of edit changed and how many
 //! probes (entries that return a helper's result, `tail` and `system_v`) it ran. A failing
 //! program is written under `target/tmp/differential-failures/` with the configuration
-//! and the differences. `CLIF_MERGE_DIFF_FIXTURES=TEXT` runs only the exec fixtures whose
-//! file names contain TEXT.
+//! and the differences, and printed (`differential: FAILED ...`) as soon as it fails, so
+//! that a long run stopped by a timeout still tells. `CLIF_MERGE_DIFF_FIXTURES=TEXT` runs
+//! only the exec fixtures whose file names contain TEXT.
 
 mod differential_exec;
 #[path = "common/stack_growth.rs"]
@@ -241,6 +242,8 @@ fn check_program(
                     message.push_str("\n    ");
                     message.push_str(p);
                 }
+                // Printed as it happens too: a long run stopped by a timeout still tells.
+                eprintln!("differential: FAILED {message}");
                 tally.failures.lock().unwrap().push(message);
             }
         }
