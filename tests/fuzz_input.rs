@@ -3,7 +3,8 @@
 //! `Err`; nothing panics.
 //!
 //! Two proptest properties drive the library in-process, the way the command does
-//! (read → verify → module → merge → emit-clif → object):
+//! (read → verify → module → merge-similar, in half the cases, with or without alignment
+//! merging and its cost model → merge → emit-clif → object):
 //! - `mutated_inputs_never_panic`: the seeds (`fixtures/example.clif`,
 //!   `fixtures/fuzz/seeds/*.clif`) with random line, token and byte mutations;
 //! - `generated_modules_never_panic`: random modules of valid functions built to fold
@@ -18,7 +19,9 @@
 //!
 //! Each property runs 200 cases from a fixed seed, so a run is reproducible;
 //! `PROPTEST_CASES` and `PROPTEST_RNG_SEED` explore further. The configurations vary the
-//! target (x86_64, aarch64), merge mode, linkages, settings and emission options.
+//! target (x86_64, aarch64), merge mode, merge-similar's options, linkages, settings and
+//! emission options; `generated_modules_merge_similar` checks that the generated modules
+//! give merge-similar groups and pairs to build.
 
 use std::collections::{BTreeSet, HashMap};
 use std::panic::{self, AssertUnwindSafe};
@@ -28,6 +31,7 @@ use std::process::Command;
 use clif_merge::emit::clif::merged_clif;
 use clif_merge::emit::{build_isa, EmitOptions};
 use clif_merge::emit_object;
+use clif_merge::merge::similar::{merge_similar, SimilarOptions};
 use clif_merge::merge::{explain_in_plan, merge, Action, Linkage, MergeMode, MergeOptions, Module};
 use clif_merge::read::{self, ReadError};
 use clif_merge::report::{Report, Timings};
@@ -79,6 +83,9 @@ struct Config {
     emit: bool,
     function_sections: bool,
     fold_machine_code: bool,
+    /// Merge-similar before identical merging (not when merging is disabled): holes
+    /// groups, and alignment merging where its options say.
+    similar: Option<SimilarOptions>,
 }
 
 impl Config {
@@ -118,6 +125,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
         any::<bool>(),
         prop::bool::weighted(0.7),
         prop_oneof![3 => Just(TRIPLE), 1 => Just(AARCH64)],
+        similar_strategy(),
     )
         .prop_map(
             |(
@@ -130,6 +138,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                 fs,
                 mc,
                 triple,
+                similar,
             )| {
                 Config {
                     triple,
@@ -141,15 +150,36 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                     emit,
                     function_sections: fs,
                     fold_machine_code: mc,
+                    similar,
                 }
             },
         )
+}
+
+/// Merge-similar's options: off in half the cases; otherwise its default (holes and
+/// alignment, by cost), holes alone, or every group and pair merged whatever it costs
+/// (what builds the most shared bodies).
+fn similar_strategy() -> impl Strategy<Value = Option<SimilarOptions>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some(SimilarOptions::default())),
+        1 => Just(Some(SimilarOptions {
+            cost_model: true,
+            alignment: false,
+        })),
+        1 => Just(Some(SimilarOptions {
+            cost_model: false,
+            alignment: true,
+        })),
+    ]
 }
 
 /// What a successful run produced.
 #[derive(Debug)]
 struct Outcome {
     folded: usize,
+    /// Merge-similar's thunks in the module (each member of a shared body is one).
+    similar_thunks: usize,
 }
 
 /// The command's path through the library for the file at `path`: read, verify, merge,
@@ -218,6 +248,12 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
         // The plan is written as an object, where an alias is a symbol at its body.
         aliases_share_address: true,
     };
+    // Merge-similar rewrites the module first, as the command does; everything below
+    // (the plan's consistency, the merged CLIF, the object) then checks its thunks and
+    // shared bodies too.
+    if let (Some(similar), false) = (&cfg.similar, cfg.mode == MergeMode::Disabled) {
+        module = merge_similar(module, &target, &*isa, &options, similar).0;
+    }
     let plan = merge(&module, &target, &options);
 
     // The plan is consistent, and the members of a group are equal as the plan sees them.
@@ -327,6 +363,7 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
     }
     Ok(Outcome {
         folded: plan.folded_count(),
+        similar_thunks: module.iter().filter(|(_, m)| m.similar_thunk).count(),
     })
 }
 
@@ -1099,6 +1136,7 @@ fn generated_modules_are_valid_and_fold() {
         emit: false,
         function_sections: false,
         fold_machine_code: false,
+        similar: None,
     };
     let mut folded = 0;
     for seed in 0..100u64 {
@@ -1110,6 +1148,47 @@ fn generated_modules_are_valid_and_fold() {
     assert!(folded >= 50, "generated modules fold too little: {folded}");
 }
 
+/// The generated modules give merge-similar work too (near copies differ in constants),
+/// so that the fuzzing configurations with it build shared bodies, thunks and aligned
+/// pairs from what the generator and the mutations make.
+#[test]
+fn generated_modules_merge_similar() {
+    let mut thunks = 0;
+    for (target, similar) in [
+        (
+            TRIPLE,
+            SimilarOptions {
+                cost_model: false,
+                alignment: true,
+            },
+        ),
+        (AARCH64, SimilarOptions::default()),
+    ] {
+        let cfg = Config {
+            triple: target,
+            mode: MergeMode::Aliases,
+            linkages: vec![Linkage::Export, Linkage::Local],
+            addresses_insignificant: false,
+            fold_cycles: true,
+            settings: vec![("preserve_frame_pointers", "true"), ("opt_level", "speed")],
+            emit: true,
+            function_sections: false,
+            fold_machine_code: true,
+            similar: Some(similar),
+        };
+        for seed in 0..40u64 {
+            let text = generate(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let outcome = check(text.as_bytes(), &cfg)
+                .unwrap_or_else(|e| panic!("seed {seed}, {target}: {e}\n{text}"));
+            thunks += outcome.similar_thunks;
+        }
+    }
+    assert!(
+        thunks >= 40,
+        "merge-similar made too few thunks of generated modules: {thunks}"
+    );
+}
+
 /// Every configuration a fixture is replayed under.
 fn replay_configs() -> Vec<Config> {
     let mut configs = Vec::new();
@@ -1119,13 +1198,34 @@ fn replay_configs() -> Vec<Config> {
             MergeMode::Aliases,
             MergeMode::Disabled,
         ] {
-            for linkages in [
+            // Merge-similar's options go round with the linkages: each is replayed with
+            // several linkages, on both targets, in both merging modes.
+            let similar = [
+                None,
+                Some(SimilarOptions::default()),
+                Some(SimilarOptions {
+                    cost_model: false,
+                    alignment: true,
+                }),
+                Some(SimilarOptions {
+                    cost_model: true,
+                    alignment: false,
+                }),
+                Some(SimilarOptions {
+                    cost_model: false,
+                    alignment: true,
+                }),
+            ];
+            for (linkages, similar) in [
                 vec![Linkage::Export],
                 vec![Linkage::Local],
                 vec![Linkage::Hidden],
                 vec![Linkage::Preemptible],
                 vec![Linkage::Export, Linkage::Local, Linkage::Preemptible],
-            ] {
+            ]
+            .into_iter()
+            .zip(similar)
+            {
                 for addresses_insignificant in [false, true] {
                     for settings in [
                         vec![],
@@ -1141,6 +1241,7 @@ fn replay_configs() -> Vec<Config> {
                             emit: true,
                             function_sections: addresses_insignificant,
                             fold_machine_code: !addresses_insignificant,
+                            similar: similar.clone(),
                         });
                     }
                 }
@@ -1180,7 +1281,11 @@ fn fuzz_fixtures_do_not_panic_the_command() {
     let out = tempfile::tempdir().expect("temporary directory");
     let mut failures = Vec::new();
     for file in crash_fixtures() {
-        for extra in [&[][..], &["--set", "preserve_frame_pointers=true"][..]] {
+        for extra in [
+            &[][..],
+            &["--set", "preserve_frame_pointers=true"][..],
+            &["--merge-functions", "aliases", "--merge-similar"][..],
+        ] {
             let output = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
                 .arg(&file)
                 .args(["--target", TRIPLE, "-q", "-o"])
