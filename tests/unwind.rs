@@ -30,7 +30,9 @@
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
 //!   as `windows_fastcall`) for `x86_64-pc-windows-gnu`, in every configuration, with PIC
 //!   and without, linked by MinGW-w64's g++ and run under Wine, whose unwinder reads
-//!   `.pdata` and `.xdata` as Windows does (SEH).
+//!   `.pdata` and `.xdata` as Windows does (SEH). There too `%grow_a` must be a thunk that
+//!   grows the stack area under merge-similar (by pushes that keep its return address on
+//!   top, with no `.pdata`).
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -763,6 +765,14 @@ fn cxx_exceptions_cross_windows_x64_code() {
                 args,
                 &[],
                 &fast,
+            );
+            // As on Linux, the exception must cross a body behind a thunk that grew the
+            // stack argument area, which Windows' thunks do by pushes (no `.pdata`).
+            assert_eq!(
+                stack_growth::function_grows_the_stack_area(&obj, "grow_a", true),
+                args.contains(&"--merge-similar"),
+                "{context}: %grow_a should be a thunk that grows the stack area exactly \
+                 under merge-similar"
             );
             let exe = dir.join(format!("run{i}-{pic}.exe"));
             run(Command::new(CXX)

@@ -421,7 +421,7 @@ impl crate::merge::similar::CodeFacts for dyn TargetIsa + '_ {
     fn written_thunk(&self, thunk: &ir::Function) -> Option<WrittenThunk> {
         register_thunk(thunk, self).map(|written| WrittenThunk {
             bytes: written.bytes.len() as u64,
-            moves_stack_pointer: written.moves_stack_pointer(),
+            moves_stack_pointer: written.moves_stack_pointer,
         })
     }
 }

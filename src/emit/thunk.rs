@@ -23,7 +23,9 @@
 //! stack arguments take more room than the thunk's own, the `tail` convention (whose
 //! callee pops its stack arguments) lets the thunk grow the area below its own before
 //! the jump, as Cranelift grows it for a `return_call` ([`layout`]); such a thunk moves
-//! its stack pointer, so it has an FDE ([`RegisterThunk::frame`]). System V's caller pops
+//! its stack pointer, so it has an FDE ([`RegisterThunk::frame`]), or on Windows x64, whose
+//! `.pdata` cannot describe it, grows by pushes that keep the return address at the top of
+//! the stack ([`x86_64::Growth::ByPushes`]). System V's caller pops
 //! what it pushed: there the added arguments must fit in registers or the area's padding.
 //!
 //! A thunk without a frame is what lets merge-similar put a body that reads its return
@@ -183,15 +185,12 @@ pub struct RegisterThunk {
     pub relocs: Vec<(u32, Reloc, ir::FuncRef, i64)>,
     /// How the CFA and the return address move from the CIE's initial rules, at offsets
     /// into the code: empty unless the thunk grows its stack argument area
-    /// ([`layout::Placement::grow`]), the only time its stack pointer moves.
+    /// ([`layout::Placement::grow`]), the only time its stack pointer moves, with an FDE
+    /// (on Windows it grows with the return address always at the top of the stack,
+    /// [`x86_64::Growth::ByPushes`], and has none).
     pub frame: Vec<(u32, gimli::write::CallFrameInstruction)>,
-}
-
-impl RegisterThunk {
-    /// Whether the thunk moves its stack pointer (it grows the stack argument area).
-    pub fn moves_stack_pointer(&self) -> bool {
-        !self.frame.is_empty()
-    }
+    /// Whether the thunk moves its stack pointer: it grows the stack argument area.
+    pub moves_stack_pointer: bool,
 }
 
 /// `func` as a [`RegisterThunk`] for `isa` when it has that shape ([`shape`]) and its
@@ -201,11 +200,19 @@ impl RegisterThunk {
 /// absolute without PIC.
 pub fn register_thunk(func: &ir::Function, isa: &dyn TargetIsa) -> Option<RegisterThunk> {
     let is_pic = isa.flags().is_pic();
-    // A thunk that grows its stack area has an FDE (`.eh_frame`); Windows' `.pdata` form
-    // of one is not written, so there it is left to Cranelift.
-    let may_grow = isa.triple().operating_system != OperatingSystem::Windows;
+    // A thunk that grows its stack area has an FDE (`.eh_frame`); Windows' `.pdata` cannot
+    // say that the return address moved, so there an x86_64 thunk grows by pushing the
+    // return address a word at a time, and an aarch64 one is left to Cranelift.
+    let windows = isa.triple().operating_system == OperatingSystem::Windows;
+    let may_grow = !windows;
     match isa.triple().architecture {
-        Architecture::X86_64 => x86_64::encode(&shape::of(func)?, is_pic, may_grow),
+        Architecture::X86_64 => {
+            let growth = match windows {
+                true => x86_64::Growth::ByPushes,
+                false => x86_64::Growth::WithFde,
+            };
+            x86_64::encode(&shape::of(func)?, is_pic, growth)
+        }
         Architecture::Aarch64(_) => aarch64::encode(
             &shape::of(func)?,
             is_pic,

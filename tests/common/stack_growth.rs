@@ -7,13 +7,16 @@ use std::path::Path;
 
 use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 
-/// Whether `code` starts by moving the stack pointer down by an immediate: `sub rsp, imm`
-/// on x86_64 (`x86_64`), `sub sp, sp, #imm` on aarch64. Functions Cranelift compiles with
-/// a frame begin by saving the frame pointer instead.
+/// Whether `code` starts by moving the stack pointer down: `sub rsp, imm` on x86_64
+/// (`x86_64`), or there `push qword ptr [rsp]` (how a thunk grows the area on Windows,
+/// keeping its return address on top); `sub sp, sp, #imm` on aarch64. Functions Cranelift
+/// compiles with a frame begin by saving the frame pointer instead.
 pub fn grows_the_stack_area(code: &[u8], x86_64: bool) -> bool {
     if x86_64 {
-        // REX.W 83 /5 ib or REX.W 81 /5 id, with rsp as the operand.
-        code.starts_with(&[0x48, 0x83, 0xec]) || code.starts_with(&[0x48, 0x81, 0xec])
+        // REX.W 83 /5 ib or REX.W 81 /5 id, with rsp as the operand; FF /6 with [rsp].
+        code.starts_with(&[0x48, 0x83, 0xec])
+            || code.starts_with(&[0x48, 0x81, 0xec])
+            || code.starts_with(&[0xff, 0x34, 0x24])
     } else {
         // SUB (immediate), 64-bit, Rd = Rn = sp.
         code.get(..4)

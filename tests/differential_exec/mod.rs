@@ -602,11 +602,7 @@ fn no_body_failed_the_verifier(
 /// smaller (long-mode seed 97037 has one on x86_64), so one family in four beyond the
 /// first may stay apart (a fixed seed's module has six to nine such families, wide and
 /// vector swap families included, so one or two may; long mode's nine to thirteen, two or
-/// three). On Windows the wide families are not counted: their thunks pass constants on
-/// the stack, which a register thunk does there only when it need not grow its stack area
-/// (no unwind information is written for one that does), so Cranelift compiles them with
-/// a frame and the cost model may turn every one of them down (long-mode seed 6000002:
-/// all three of its wide families). `name` spells a function's name as the report does.
+/// three). `name` spells a function's name as the report does.
 fn constant_swaps_share_a_body(
     program: &Program,
     config: Config,
@@ -617,24 +613,16 @@ fn constant_swaps_share_a_body(
         return Ok(());
     }
     let groups = similar.map_or(&[][..], |r| &r.groups[..]);
-    let counted: Vec<&Vec<String>> = program
+    let apart: Vec<&Vec<String>> = program
         .constant_swap_families
         .iter()
-        .filter(|family| {
-            config.arch != Arch::X86_64Windows
-                || !program.wide_constant_swap_families.contains(family)
-        })
-        .collect();
-    let apart: Vec<&Vec<String>> = counted
-        .iter()
-        .copied()
         .filter(|family| {
             !groups.iter().any(|g| {
                 !g.aligned && g.holes >= 2 && family.iter().all(|m| g.members.contains(&name(m)))
             })
         })
         .collect();
-    if apart.len() > counted.len().saturating_sub(1) / 4 {
+    if apart.len() > program.constant_swap_families.len().saturating_sub(1) / 4 {
         return Err(format!(
             "constant-swap families {apart:?} are not one body with holes under merge-similar"
         ));

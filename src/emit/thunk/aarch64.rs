@@ -214,6 +214,7 @@ pub fn encode(
         alignment: 4,
         relocs,
         frame,
+        moves_stack_pointer: placement.grow > 0,
     })
 }
 

@@ -16,6 +16,18 @@
 //! arguments down with it, a word at a time through r11, lowest first (the copy moves
 //! down, so no word is overwritten before it is read). The thunk's FDE says where the CFA
 //! and the return address are after each step ([`RegisterThunk::frame`]).
+//!
+//! Windows x64 unwind information (`.pdata`) cannot say that the return address moved,
+//! so there ([`Growth::ByPushes`]) the thunk grows the area with `push qword ptr [rsp]`, a
+//! word at a time: each push writes the return address at the new top of the stack as it
+//! moves the stack pointer, so at every instruction boundary the return address is at
+//! `[rsp]`, where Windows' unwinder looks for it in a function without `.pdata` (a leaf).
+//! The own stack arguments are then copied down as above, which never writes `[rsp]`. An
+//! unwinder stopped in the thunk or in its body finds the caller's return address and
+//! the caller's frame through its frame pointer, as Cranelift's Windows unwind
+//! information always describes a frame (`UWOP_SET_FPREG`), never its stack pointer,
+//! which lies lower by the growth until the body returns. Growing by more than
+//! [`LARGEST_PUSHED_GROWTH`] bytes is left to Cranelift.
 
 use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir;
@@ -33,6 +45,23 @@ const INTEGER_ARGUMENTS: [u8; 6] = [7, 6, 2, 1, 8, 9];
 const SCRATCH: u8 = 11;
 /// rsp, as a ModRM `rm` (which then takes a SIB byte) and as a SIB base.
 const RSP: u8 = 4;
+/// `push qword ptr [rsp]`: the word at the top of the stack pushed again.
+const PUSH_TOP: [u8; 3] = [0xFF, 0x34, 0x24];
+/// The most a thunk grows its stack area by pushes ([`Growth::ByPushes`]): 16 pushes.
+pub const LARGEST_PUSHED_GROWTH: u32 = 128;
+
+/// How a thunk may grow its stack argument area, as the target's unwind information
+/// allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Growth {
+    /// Not at all (the thunk is left to Cranelift).
+    No,
+    /// `sub rsp`, the return address copied down, an FDE saying so (`.eh_frame`).
+    WithFde,
+    /// `push qword ptr [rsp]` per word, the return address always at `[rsp]`: Windows,
+    /// whose `.pdata` cannot describe a moved return address.
+    ByPushes,
+}
 
 /// System V's and `tail`'s argument registers: six integers, eight xmm registers, which
 /// take floats and vectors of up to 128 bits but not `f16` (a register thunk does not
@@ -44,14 +73,17 @@ pub(super) const REGISTERS: Registers = Registers {
 };
 
 /// `shape` written for x86_64, or `None` when the thunk would need a frame
-/// ([`Placement::of`]; the stack area may grow only when `may_grow`), an added value would
-/// go in an xmm register, or a far body cannot be reached by a `jmp` without PIC.
-pub fn encode(shape: &Shape, is_pic: bool, may_grow: bool) -> Option<RegisterThunk> {
+/// ([`Placement::of`]; the stack area may grow only as `growth` allows), an added value
+/// would go in an xmm register, or a far body cannot be reached by a `jmp` without PIC.
+pub fn encode(shape: &Shape, is_pic: bool, growth: Growth) -> Option<RegisterThunk> {
     let sig = shape.signature;
     if !matches!(sig.call_conv, CallConv::SystemV | CallConv::Tail) {
         return None;
     }
-    let placement = Placement::of(shape, &REGISTERS, may_grow)?;
+    let placement = Placement::of(shape, &REGISTERS, growth != Growth::No)?;
+    if growth == Growth::ByPushes && placement.grow > LARGEST_PUSHED_GROWTH {
+        return None;
+    }
     // jmp target: as Cranelift calls it, near when colocated, through the PLT with PIC;
     // a far target without PIC would need an indirect jump: left to Cranelift.
     let jump = if shape.callee_colocated {
@@ -62,7 +94,18 @@ pub fn encode(shape: &Shape, is_pic: bool, may_grow: bool) -> Option<RegisterThu
         return None;
     };
     let mut code = Code::default();
-    if placement.grow > 0 {
+    if placement.grow > 0 && growth == Growth::ByPushes {
+        let grow = placement.grow;
+        for _ in 0..grow / 8 {
+            code.bytes.extend_from_slice(&PUSH_TOP);
+        }
+        // The own stack arguments (words 1 and up; word 0 is the return address the
+        // pushes left at the top), down by `grow`.
+        for word in 1..=placement.own_area / 8 {
+            code.load_from_stack(grow + 8 * word);
+            code.store_to_stack(8 * word);
+        }
+    } else if placement.grow > 0 {
         let grow = placement.grow;
         // sub $grow, %rsp (imm8 sign-extended, or imm32)
         match i8::try_from(grow) {
@@ -105,6 +148,7 @@ pub fn encode(shape: &Shape, is_pic: bool, may_grow: bool) -> Option<RegisterThu
         alignment: 1,
         relocs: code.relocs,
         frame: code.frame,
+        moves_stack_pointer: placement.grow > 0,
     })
 }
 
@@ -199,5 +243,105 @@ impl Code {
             }
         }
         Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::build_isa;
+    use crate::emit::thunk::register_thunk;
+    use crate::TargetInfo;
+
+    /// A `tail` thunk whose body takes two more stack words than its own callers pass: its
+    /// own 8 integers fill the six registers and two stack slots (16 bytes), the body's 10
+    /// take four (32 bytes), so it grows the area by 16 bytes.
+    const GROWN: &str = "
+function %thunk(i64, i64, i64, i64, i64, i64, i64, i64) -> i64 tail {
+    sig0 = (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64 tail
+    fn0 = colocated %body sig0
+block0(v0: i64, v1: i64, v2: i64, v3: i64, v4: i64, v5: i64, v6: i64, v7: i64):
+    v8 = iconst.i64 5
+    v9 = iconst.i64 -1
+    return_call fn0(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9)
+}";
+
+    /// The thunk `GROWN` becomes for `triple`, as `objdump` prints its instructions
+    /// ("push QWORD PTR [rsp]", blanks collapsed); `None` (with a notice) without objdump.
+    fn written(triple: &str) -> Option<(RegisterThunk, Vec<String>)> {
+        let func = *crate::read::parse_clif(GROWN, "thunk.clif")
+            .unwrap()
+            .remove(0)
+            .func;
+        let target = TargetInfo::from_triple_str(triple).unwrap();
+        let isa = build_isa(&target, &[]).unwrap();
+        let thunk = register_thunk(&func, &*isa).expect("a register thunk");
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &thunk.bytes).unwrap();
+        let out = std::process::Command::new("objdump")
+            .args(["-D", "-b", "binary", "-m", "i386:x86-64", "-M", "intel"])
+            .arg(file.path())
+            .output();
+        let Some(out) = out.ok().filter(|o| o.status.success()) else {
+            eprintln!("skipping: no objdump (Debian: binutils)");
+            return None;
+        };
+        let lines = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let mut fields = l.splitn(3, '\t');
+                fields.next()?.trim().strip_suffix(':')?;
+                fields.next()?;
+                let insn = fields.next()?.split('#').next().unwrap();
+                Some(insn.split_whitespace().collect::<Vec<_>>().join(" "))
+            })
+            .collect();
+        Some((thunk, lines))
+    }
+
+    /// Linux: `sub rsp`, the return address and the two own stack words copied down, an
+    /// FDE for the moves.
+    #[test]
+    fn a_grown_thunk_has_an_fde_on_linux() {
+        let Some((thunk, lines)) = written("x86_64-unknown-linux-gnu") else {
+            return;
+        };
+        assert_eq!(lines[0], "sub rsp,0x10");
+        assert_eq!(lines[1], "mov r11,QWORD PTR [rsp+0x10]");
+        assert_eq!(lines[2], "mov QWORD PTR [rsp+0x0],r11");
+        assert!(thunk.moves_stack_pointer);
+        assert!(!thunk.frame.is_empty());
+    }
+
+    /// Windows: two pushes of the top of the stack grow the area, then the own stack words
+    /// (not the return address) are copied down and the added values stored above them:
+    /// no instruction writes `[rsp]` or moves the stack pointer otherwise, so the return
+    /// address is at `[rsp]` at every instruction boundary, and there is no FDE.
+    #[test]
+    fn a_grown_thunk_keeps_its_return_address_on_top_on_windows() {
+        let Some((thunk, lines)) = written("x86_64-pc-windows-gnu") else {
+            return;
+        };
+        assert_eq!(
+            lines,
+            [
+                "push QWORD PTR [rsp]",
+                "push QWORD PTR [rsp]",
+                // Own stack words 1 and 2, down by 16 bytes.
+                "mov r11,QWORD PTR [rsp+0x18]",
+                "mov QWORD PTR [rsp+0x8],r11",
+                "mov r11,QWORD PTR [rsp+0x20]",
+                "mov QWORD PTR [rsp+0x10],r11",
+                // The added values, in the body's stack slots 3 and 4.
+                "mov r11d,0x5",
+                "mov QWORD PTR [rsp+0x18],r11",
+                "mov r11,0xffffffffffffffff",
+                "mov QWORD PTR [rsp+0x20],r11",
+                "jmp 0x36",
+            ]
+        );
+        assert!(thunk.moves_stack_pointer);
+        assert!(thunk.frame.is_empty());
     }
 }
