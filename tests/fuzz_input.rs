@@ -1213,7 +1213,7 @@ fn replay_configs() -> Vec<Config> {
                 }),
                 Some(SimilarOptions {
                     cost_model: false,
-                    alignment: true,
+                    alignment: false,
                 }),
             ];
             for (linkages, similar) in [

@@ -50,12 +50,9 @@ const PUSH_TOP: [u8; 3] = [0xFF, 0x34, 0x24];
 /// The most a thunk grows its stack area by pushes ([`Growth::ByPushes`]): 16 pushes.
 pub const LARGEST_PUSHED_GROWTH: u32 = 128;
 
-/// How a thunk may grow its stack argument area, as the target's unwind information
-/// allows.
+/// How a thunk grows its stack argument area, as the target's unwind information allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Growth {
-    /// Not at all (the thunk is left to Cranelift).
-    No,
     /// `sub rsp`, the return address copied down, an FDE saying so (`.eh_frame`).
     WithFde,
     /// `push qword ptr [rsp]` per word, the return address always at `[rsp]`: Windows,
@@ -72,15 +69,16 @@ pub(super) const REGISTERS: Registers = Registers {
     takes_vector: |ty| ty.bits() <= 128 && ty != ir::types::F16,
 };
 
-/// `shape` written for x86_64, or `None` when the thunk would need a frame
-/// ([`Placement::of`]; the stack area may grow only as `growth` allows), an added value
-/// would go in an xmm register, or a far body cannot be reached by a `jmp` without PIC.
+/// `shape` written for x86_64, growing the stack area as `growth` says, or `None` when
+/// the thunk would need a frame ([`Placement::of`]; or, by pushes, would grow the area by
+/// more than [`LARGEST_PUSHED_GROWTH`]), an added value would go in an xmm register, or a
+/// far body cannot be reached by a `jmp` without PIC.
 pub fn encode(shape: &Shape, is_pic: bool, growth: Growth) -> Option<RegisterThunk> {
     let sig = shape.signature;
     if !matches!(sig.call_conv, CallConv::SystemV | CallConv::Tail) {
         return None;
     }
-    let placement = Placement::of(shape, &REGISTERS, growth != Growth::No)?;
+    let placement = Placement::of(shape, &REGISTERS, true)?;
     if growth == Growth::ByPushes && placement.grow > LARGEST_PUSHED_GROWTH {
         return None;
     }
