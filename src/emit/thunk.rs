@@ -204,7 +204,6 @@ pub fn register_thunk(func: &ir::Function, isa: &dyn TargetIsa) -> Option<Regist
     // say that the return address moved, so there an x86_64 thunk grows by pushing the
     // return address a word at a time, and an aarch64 one is left to Cranelift.
     let windows = isa.triple().operating_system == OperatingSystem::Windows;
-    let may_grow = !windows;
     match isa.triple().architecture {
         Architecture::X86_64 => {
             let growth = match windows {
@@ -217,7 +216,8 @@ pub fn register_thunk(func: &ir::Function, isa: &dyn TargetIsa) -> Option<Regist
             &shape::of(func)?,
             is_pic,
             isa.is_branch_protection_enabled(),
-            may_grow,
+            // May grow: with an FDE, which Windows does not read.
+            !windows,
         ),
         _ => None,
     }

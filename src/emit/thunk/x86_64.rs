@@ -92,37 +92,38 @@ pub fn encode(shape: &Shape, is_pic: bool, growth: Growth) -> Option<RegisterThu
         return None;
     };
     let mut code = Code::default();
-    if placement.grow > 0 && growth == Growth::ByPushes {
+    if placement.grow > 0 {
         let grow = placement.grow;
-        for _ in 0..grow / 8 {
-            code.bytes.extend_from_slice(&PUSH_TOP);
-        }
-        // The own stack arguments (words 1 and up; word 0 is the return address the
-        // pushes left at the top), down by `grow`.
-        for word in 1..=placement.own_area / 8 {
-            code.load_from_stack(grow + 8 * word);
-            code.store_to_stack(8 * word);
-        }
-    } else if placement.grow > 0 {
-        let grow = placement.grow;
-        // sub $grow, %rsp (imm8 sign-extended, or imm32)
-        match i8::try_from(grow) {
-            Ok(small) => code
-                .bytes
-                .extend_from_slice(&[0x48, 0x83, 0xEC, small as u8]),
-            Err(_) => {
-                code.bytes.extend_from_slice(&[0x48, 0x81, 0xEC]);
-                code.bytes.extend_from_slice(&grow.to_le_bytes());
+        // The stack pointer down by `grow`, and the first word still to copy down with it.
+        let first_word = match growth {
+            Growth::WithFde => {
+                // sub $grow, %rsp (imm8 sign-extended, or imm32)
+                match i8::try_from(grow) {
+                    Ok(small) => code
+                        .bytes
+                        .extend_from_slice(&[0x48, 0x83, 0xEC, small as u8]),
+                    Err(_) => {
+                        code.bytes.extend_from_slice(&[0x48, 0x81, 0xEC]);
+                        code.bytes.extend_from_slice(&grow.to_le_bytes());
+                    }
+                }
+                code.note(CallFrameInstruction::CfaOffset(8 + grow as i32));
+                0
             }
-        }
-        let cfa = 8 + grow as i32;
-        code.note(CallFrameInstruction::CfaOffset(cfa));
+            // Each push leaves the return address (word 0) at the top.
+            Growth::ByPushes => {
+                for _ in 0..grow / 8 {
+                    code.bytes.extend_from_slice(&PUSH_TOP);
+                }
+                1
+            }
+        };
         // The return address (word 0) and the own stack arguments, down by `grow`.
-        for word in 0..=placement.own_area / 8 {
+        for word in first_word..=placement.own_area / 8 {
             code.load_from_stack(grow + 8 * word);
             code.store_to_stack(8 * word);
             if word == 0 {
-                code.note(CallFrameInstruction::Offset(X86_64::RA, -cfa));
+                code.note(CallFrameInstruction::Offset(X86_64::RA, -(8 + grow as i32)));
             }
         }
     }
