@@ -18,11 +18,12 @@
 //!    against one search over all of them, this runs about half the instructions on sqlite
 //!    and zstd and 12% fewer on re2, and saves 16 kB more on zstd, 0.3 kB more on re2 and
 //!    0.5 kB less on sqlite, where other pairs win the greedy choice (bench/README.md §10).
-//!    A pair whose two thunks (written first: they depend on the body's signature alone)
-//!    take at least the smaller member's estimated bytes is dropped before aligning: that
-//!    is all sharing could save when the body holds at least the larger member (on the
-//!    corpora this bound never dropped a pair that would have paid: re2 154 of 1,226 pairs
-//!    built before, sqlite 18 of 1,048, zstd 8 of 124).
+//!    A pair whose two thunks (weighed first: they depend on the body's signature alone;
+//!    [`Thunks`] writes them for the pairs chosen only) take at least the smaller member's
+//!    estimated bytes is dropped before aligning: that is all sharing could save when the
+//!    body holds at least the larger member (on the corpora this bound never dropped a
+//!    pair that would have paid: re2 154 of 1,226 pairs built before, sqlite 18 of 1,048,
+//!    zstd 8 of 124).
 //! 2. **Alignment.** Each pair is aligned block by block
 //!    ([`crate::detect::align::align_blocks`]: the k-th block of one walk with the k-th of
 //!    the other, the instructions of each pair of blocks aligned) and built
@@ -48,11 +49,12 @@ pub mod build;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::ir::{self, Function, Type};
 use cranelift_codegen::isa::TargetIsa;
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
@@ -62,11 +64,109 @@ use crate::detect::fingerprint::{linearise, Linearised};
 use crate::detect::hash::StableHasher;
 use crate::detect::walk::CfgWalk;
 use crate::target::TargetInfo;
+use build::UseCounts;
 
 /// Writes a member's thunk into a body: the member, the body's signature, and the integer
-/// values (type, bits) it passes after its own arguments.
+/// values (type, bits) it passes after its own arguments. The thunk may take the member's
+/// name and signature, nothing else of it: [`Thunks`] weighs one thunk for every member of
+/// the same signature passing the same values into bodies of the same signature.
 pub type ThunkWriter<'a> =
     dyn Fn(FuncIndex, &ir::Signature, &[(Type, i64)]) -> Option<Function> + Sync + 'a;
+
+/// What the cost model asks of a thunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ThunkWeight {
+    /// Its bytes in `.text` ([`CodeFacts::thunk_size`]).
+    bytes: u64,
+    /// Whether the body behind it sees the caller's stack
+    /// ([`CodeFacts::keeps_the_callers_stack`]).
+    keeps_the_callers_stack: bool,
+}
+
+/// What a thunk's weight depends on: the member's signature, the body's, and the values
+/// passed.
+type ThunkKey = (ir::Signature, ir::Signature, Vec<(Type, i64)>);
+
+/// Members' thunks into merged bodies, written by a [`ThunkWriter`] only for the pairs
+/// chosen, and weighed once per kind (the member's signature, the body's, the values
+/// passed: what the weight depends on): re2's pair tries ask for the weights of 2,692
+/// thunks, of which 152 differ other than by the member's name (sqlite 2,348 and 103, zstd
+/// 320 and 59).
+pub struct Thunks<'w> {
+    write: &'w ThunkWriter<'w>,
+    weights: Mutex<FxHashMap<ThunkKey, Option<ThunkWeight>>>,
+}
+
+impl<'w> Thunks<'w> {
+    /// Thunks written by `write`.
+    pub fn new(write: &'w ThunkWriter<'w>) -> Self {
+        Thunks {
+            write,
+            weights: Mutex::default(),
+        }
+    }
+
+    /// The weight of `member`'s thunk into a body of `body` passing `values`; `None` when
+    /// it cannot be written. The same whichever member of the key asks first: a function
+    /// of the key alone.
+    fn weigh(
+        &self,
+        module: &Module,
+        isa: &dyn TargetIsa,
+        member: FuncIndex,
+        body: &ir::Signature,
+        values: Vec<(Type, i64)>,
+    ) -> Option<ThunkWeight> {
+        let key = (
+            module.get(member).func.signature.clone(),
+            body.clone(),
+            values,
+        );
+        let known = self.lock().get(&key).copied();
+        known.unwrap_or_else(|| {
+            let weight = (self.write)(member, body, &key.2).map(|t| ThunkWeight {
+                bytes: isa.thunk_size(&t),
+                keeps_the_callers_stack: isa.keeps_the_callers_stack(&t),
+            });
+            self.lock().insert(key, weight);
+            weight
+        })
+    }
+
+    /// The table of weights (a writer that panicked on another thread left nothing half
+    /// inserted: each insertion is one call).
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<ThunkKey, Option<ThunkWeight>>> {
+        self.weights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The two members' thunks into `merged`'s body; `None` when one cannot be written
+    /// (never for a pair [`try_pair`] built: it weighed an equal thunk).
+    pub fn write(
+        &self,
+        module: &Module,
+        merged: &AlignedMerge,
+    ) -> Option<Vec<(FuncIndex, Box<Function>)>> {
+        let body = &merged.body.signature;
+        [(merged.left, 1), (merged.right, 0)]
+            .into_iter()
+            .map(|(member, id)| {
+                let values = passed_values(&module.get(member).func.signature, body, id);
+                Some((member, Box::new((self.write)(member, body, &values)?)))
+            })
+            .collect()
+    }
+}
+
+/// What a member with signature `own` passes into a body of signature `body` after its own
+/// arguments: zeros for the parameters only the other member has, then its identifier.
+fn passed_values(own: &ir::Signature, body: &ir::Signature, id: i64) -> Vec<(Type, i64)> {
+    let all = &body.params;
+    all[own.params.len()..all.len() - 1]
+        .iter()
+        .map(|p| (p.value_type, 0))
+        .chain([(build::ID_TYPE, id)])
+        .collect()
+}
 
 /// Candidate searches: after each, the functions still free search again (a function
 /// whose best partner was taken by a better pair may pair with another).
@@ -92,9 +192,9 @@ pub struct AlignedMerge {
 pub type MergedPair = (AlignedMerge, Vec<(FuncIndex, Box<Function>)>);
 
 /// The pairs of `free` (functions nothing else merged) worth merging by alignment, chosen
-/// as the module docs say. `thunk(member, body signature, values)` writes the member's thunk that
-/// passes its own arguments and then `values` (zeros for parameters only the other member
-/// has, then its identifier), as merge-similar writes its own; `cost_model` off takes every
+/// as the module docs say. `thunk(member, body signature, values)` writes the member's thunk
+/// that passes its own arguments and then `values` (zeros for parameters only the other
+/// member has, then its identifier), as merge-similar writes its own; `cost_model` off takes every
 /// pair that builds (tests). Also returns how many bodies chosen failed Cranelift's
 /// verifier and were dropped: always 0 unless the builder has a bug, which the tests
 /// check (release builds drop such a body rather than stop).
@@ -106,16 +206,8 @@ pub fn merge_aligned(
     cost_model: bool,
     thunk: &ThunkWriter<'_>,
 ) -> (Vec<MergedPair>, usize) {
-    let Prepared {
-        free,
-        keys,
-        linearised,
-        signatures,
-    } = prepare(module, target, free);
-    // Each function's size estimated once, when it is first in a candidate pair (a function
-    // may be in several; most are in none).
-    let sizes: Vec<OnceLock<u64>> = free.iter().map(|_| OnceLock::new()).collect();
-    let size_of = |i: usize| *sizes[i].get_or_init(|| isa.text_size(&module.get(free[i]).func));
+    let Prepared { free, keys, facts } = prepare(module, target, free);
+    let thunks = Thunks::new(thunk);
     let mut merged = Vec::new();
     let mut failed_verifier = 0;
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
@@ -124,12 +216,11 @@ pub fn merge_aligned(
     for _ in 0..ROUNDS {
         let round = Round {
             members: left.iter().map(|&i| free[i]).collect(),
-            linearised: left.iter().map(|&i| &linearised[i]).collect(),
-            signatures: left.iter().map(|&i| signatures[i]).collect(),
-            size_of: &|at: usize| size_of(left[at]),
+            facts: left.iter().map(|&i| &facts[i]).collect(),
             keys: left.iter().map(|&i| keys[i]).collect(),
         };
-        let (found, failed) = one_round(module, target, isa, &round, cost_model, thunk, &mut tried);
+        let (found, failed) =
+            one_round(module, target, isa, &round, cost_model, &thunks, &mut tried);
         failed_verifier += failed;
         if found.is_empty() {
             break;
@@ -141,14 +232,48 @@ pub fn merge_aligned(
     (merged, failed_verifier)
 }
 
-/// The functions of a search, each linearised and signed once for every round.
+/// The functions of a search, each with its facts for every round.
 struct Prepared {
     /// The functions with a possible partner ([`with_possible_partners`]), in index order.
     free: Vec<FuncIndex>,
     /// Each one's pairing key, numbered.
     keys: Vec<u32>,
-    linearised: Vec<Linearised>,
-    signatures: Vec<Option<Signature>>,
+    facts: Vec<MemberFacts>,
+}
+
+/// What the search and the pair tries read of one function, each found at most once
+/// however many pairs the function is tried in.
+struct MemberFacts {
+    linearised: Linearised,
+    signature: Option<Signature>,
+    /// Its estimated `.text` bytes, found when it is first in a pair (most functions are
+    /// in none).
+    bytes: OnceLock<u64>,
+    /// How often its values are read, found when a body first guards its instructions.
+    uses: OnceLock<UseCounts>,
+}
+
+impl MemberFacts {
+    fn new(linearised: Linearised) -> Self {
+        MemberFacts {
+            signature: signature_of(&linearised),
+            linearised,
+            bytes: OnceLock::new(),
+            uses: OnceLock::new(),
+        }
+    }
+
+    /// `member`'s half of a pair to try (its estimated bytes found now if not yet).
+    fn half<'f>(&'f self, module: &Module, isa: &dyn TargetIsa, member: FuncIndex) -> Half<'f> {
+        Half {
+            member,
+            linearised: &self.linearised,
+            uses: &self.uses,
+            bytes: *self
+                .bytes
+                .get_or_init(|| isa.text_size(&module.get(member).func)),
+        }
+    }
 }
 
 fn prepare(module: &Module, target: &TargetInfo, free: &[FuncIndex]) -> Prepared {
@@ -156,17 +281,11 @@ fn prepare(module: &Module, target: &TargetInfo, free: &[FuncIndex]) -> Prepared
     free.sort_unstable();
     free.dedup();
     let (free, keys) = with_possible_partners(module, &free);
-    let linearised: Vec<Linearised> = free
+    let facts = free
         .par_iter()
-        .map(|&f| linearise(&module.get(f).func, target))
+        .map(|&f| MemberFacts::new(linearise(&module.get(f).func, target)))
         .collect();
-    let signatures = linearised.par_iter().map(signature_of).collect();
-    Prepared {
-        free,
-        keys,
-        linearised,
-        signatures,
-    }
+    Prepared { free, keys, facts }
 }
 
 /// Every pair the first candidate search finds among `free`, built whether it pays or not
@@ -180,31 +299,28 @@ pub fn candidate_pairs(
     thunk: &ThunkWriter<'_>,
 ) -> Vec<MergedPair> {
     let prepared = prepare(module, target, free);
+    let signatures: Vec<Option<Signature>> = prepared.facts.iter().map(|f| f.signature).collect();
     let pairs = candidates_among(
         &prepared.free,
-        &prepared.signatures,
+        &signatures,
         Some(&prepared.keys),
         &CandidateOptions::default(),
     );
+    let thunks = Thunks::new(thunk);
     pairs
         .par_iter()
         .filter_map(|p| {
-            let at = |f| {
-                prepared
+            let half = |f| {
+                let at = prepared
                     .free
                     .binary_search(&f)
-                    .expect("a candidate is free")
+                    .expect("a candidate is free");
+                prepared.facts[at].half(module, isa, f)
             };
-            let bytes = |f: FuncIndex| isa.text_size(&module.get(f).func);
-            let pair = PairToTry {
-                members: [p.left, p.right],
-                linearised: [
-                    &prepared.linearised[at(p.left)],
-                    &prepared.linearised[at(p.right)],
-                ],
-                member_bytes: [bytes(p.left), bytes(p.right)],
-            };
-            try_pair(module, target, isa, &pair, false, thunk).ok()
+            let pair = PairToTry([half(p.left), half(p.right)]);
+            let merged = try_pair(module, target, isa, &pair, false, &thunks).ok()?;
+            let written = thunks.write(module, &merged)?;
+            Some((merged, written))
         })
         .collect()
 }
@@ -250,15 +366,19 @@ fn with_possible_partners(module: &Module, free: &[FuncIndex]) -> (Vec<FuncIndex
         .unzip()
 }
 
-/// Two functions to merge by alignment: the left (lower index) and the right, their
-/// linearisations and estimated sizes.
-pub struct PairToTry<'l> {
-    /// Left, right.
-    pub members: [FuncIndex; 2],
-    /// Their linearisations.
-    pub linearised: [&'l Linearised; 2],
-    /// Their estimated `.text` bytes.
-    pub member_bytes: [u64; 2],
+/// Two functions to merge by alignment: the left (lower index) and the right.
+pub struct PairToTry<'l>(pub [Half<'l>; 2]);
+
+/// One function of a [`PairToTry`], with what the try reads of it.
+pub struct Half<'l> {
+    /// The function.
+    pub member: FuncIndex,
+    /// Its linearisation.
+    pub linearised: &'l Linearised,
+    /// How often its values are read, or where to keep them once counted.
+    pub uses: &'l OnceLock<UseCounts>,
+    /// Its estimated `.text` bytes.
+    pub bytes: u64,
 }
 
 /// Why a pair is not merged by alignment.
@@ -336,55 +456,44 @@ impl std::fmt::Display for Declined {
     }
 }
 
-/// Build the merged body of `pair` and its members' thunks, or say why not (with
-/// `cost_model` off, a pair that does not pay is built too).
+/// Build the merged body of `pair` and weigh it with its members' thunks (written later,
+/// by [`Thunks::write`], for the pairs chosen), or say why not (with `cost_model` off, a
+/// pair that does not pay is built too).
 pub fn try_pair(
     module: &Module,
     target: &TargetInfo,
     isa: &dyn TargetIsa,
     pair: &PairToTry<'_>,
     cost_model: bool,
-    thunk: &ThunkWriter<'_>,
-) -> Result<MergedPair, Declined> {
-    let [left, right] = pair.members;
+    thunks: &Thunks<'_>,
+) -> Result<AlignedMerge, Declined> {
+    let [lh, rh] = &pair.0;
+    let (left, right) = (lh.member, rh.member);
     let (l, r): (&Function, &Function) = (&module.get(left).func, &module.get(right).func);
     let signature = build::body_signature(&l.signature, &r.signature)
         .filter(|_| l.dfg.num_blocks() > 0)
         .ok_or(Declined::Signatures)?;
-    let [ll, rl] = pair.linearised;
+    let (ll, rl) = (lh.linearised, rh.linearised);
     if ll.block_count() != rl.block_count() {
         return Err(Declined::BlockCounts);
     }
-    // Each member passes zeros for the parameters only the other has, then its
-    // identifier. The thunks depend on the body's signature alone: written first.
-    let values = |own: &Function, id: i64| -> Vec<(Type, i64)> {
-        let all = &signature.params;
-        all[own.signature.params.len()..all.len() - 1]
-            .iter()
-            .map(|p| (p.value_type, 0))
-            .chain([(build::ID_TYPE, id)])
-            .collect()
+    // The thunks depend on the body's signature alone: weighed first.
+    let weigh = |member: FuncIndex, own: &Function, id: i64| {
+        let values = passed_values(&own.signature, &signature, id);
+        (thunks.weigh(module, isa, member, &signature, values)).ok_or(Declined::Thunk)
     };
-    let thunks = vec![
-        (
-            left,
-            Box::new(thunk(left, &signature, &values(l, 1)).ok_or(Declined::Thunk)?),
-        ),
-        (
-            right,
-            Box::new(thunk(right, &signature, &values(r, 0)).ok_or(Declined::Thunk)?),
-        ),
-    ];
+    let weights = [weigh(left, l, 1)?, weigh(right, r, 0)?];
     // A member that reads its frame runs behind thunks that keep the caller's stack only.
     let reads_frame =
         module.get(left).observes_its_frame() || module.get(right).observes_its_frame();
-    if reads_frame && !thunks.iter().all(|(_, t)| isa.keeps_the_callers_stack(t)) {
+    if reads_frame && !weights.iter().all(|w| w.keeps_the_callers_stack) {
         return Err(Declined::FrameReader);
     }
-    let thunk_bytes: u64 = thunks.iter().map(|(_, t)| isa.thunk_size(t)).sum();
+    let thunk_bytes: u64 = weights.iter().map(|w| w.bytes).sum();
+    let member_bytes = [lh.bytes, rh.bytes];
     // The body holds at least the larger member, so the pair saves at most the smaller
     // one less the thunks: when that is nothing, the pair is not even aligned.
-    let smaller = pair.member_bytes[0].min(pair.member_bytes[1]);
+    let smaller = member_bytes[0].min(member_bytes[1]);
     if cost_model && smaller <= thunk_bytes {
         return Err(Declined::Thunks {
             thunks: thunk_bytes,
@@ -393,7 +502,8 @@ pub fn try_pair(
     }
     // Blocks pair one to one, in walk order: aligned block by block.
     let alignment = align_blocks(ll, rl).ok_or(Declined::BlockCounts)?;
-    let body = build::build_body(l, r, (ll, rl), &alignment, target.pointer_type())
+    let uses = (lh.uses, rh.uses);
+    let body = build::build_body(l, r, (ll, rl), uses, &alignment, target.pointer_type())
         .ok_or(Declined::OutOfScope)?;
     debug_assert_eq!(body.signature, signature);
     if super::similar::BranchProtection::of(isa)
@@ -401,32 +511,25 @@ pub fn try_pair(
     {
         return Err(Declined::UnlandedIndirectBranch);
     }
-    let before = pair.member_bytes[0] + pair.member_bytes[1];
+    let before = member_bytes[0] + member_bytes[1];
     let after = isa.text_size(&body) + thunk_bytes;
     if cost_model && after >= before {
         return Err(Declined::Cost { before, after });
     }
-    Ok((
-        AlignedMerge {
-            left,
-            right,
-            body,
-            member_bytes: pair.member_bytes,
-            before,
-            after,
-        },
-        thunks,
-    ))
+    Ok(AlignedMerge {
+        left,
+        right,
+        body,
+        member_bytes,
+        before,
+        after,
+    })
 }
 
-/// The functions one search runs on, each with its linearisation, signature and
-/// estimated size.
+/// The functions one search runs on, each with its facts.
 struct Round<'l> {
     members: Vec<FuncIndex>,
-    linearised: Vec<&'l Linearised>,
-    signatures: Vec<Option<Signature>>,
-    /// The estimated `.text` bytes of the member at a position.
-    size_of: &'l (dyn Fn(usize) -> u64 + Sync),
+    facts: Vec<&'l MemberFacts>,
     /// Each member's [`pairing_key`], numbered: partners are searched among equal keys.
     keys: Vec<u32>,
 }
@@ -439,12 +542,13 @@ fn one_round(
     isa: &dyn TargetIsa,
     round: &Round<'_>,
     cost_model: bool,
-    thunk: &ThunkWriter<'_>,
+    thunks: &Thunks<'_>,
     tried: &mut HashSet<(FuncIndex, FuncIndex)>,
 ) -> (Vec<MergedPair>, usize) {
+    let signatures: Vec<Option<Signature>> = round.facts.iter().map(|f| f.signature).collect();
     let mut pairs = candidates_among(
         &round.members,
-        &round.signatures,
+        &signatures,
         Some(&round.keys),
         &CandidateOptions::default(),
     );
@@ -455,27 +559,22 @@ fn one_round(
             .binary_search(&f)
             .expect("a candidate is a member")
     };
-    let built: Vec<MergedPair> = pairs
+    let half = |f: FuncIndex| round.facts[position(f)].half(module, isa, f);
+    let mut built: Vec<AlignedMerge> = pairs
         .par_iter()
         .filter_map(|p| {
-            let (at_left, at_right) = (position(p.left), position(p.right));
-            let pair = PairToTry {
-                members: [p.left, p.right],
-                linearised: [round.linearised[at_left], round.linearised[at_right]],
-                member_bytes: [(round.size_of)(at_left), (round.size_of)(at_right)],
-            };
-            try_pair(module, target, isa, &pair, cost_model, thunk).ok()
+            let pair = PairToTry([half(p.left), half(p.right)]);
+            try_pair(module, target, isa, &pair, cost_model, thunks).ok()
         })
         .collect();
     // Greedily by saving, then by members (a pair's members are unique within a round).
-    let mut built = built;
-    built.sort_unstable_by_key(|(m, _)| {
+    built.sort_unstable_by_key(|m| {
         let saving = m.before as i64 - m.after as i64;
         (std::cmp::Reverse(saving), m.left, m.right)
     });
     let mut used = HashSet::new();
-    let built: Vec<MergedPair> = (built.into_iter())
-        .filter(|(m, _)| {
+    let built: Vec<AlignedMerge> = (built.into_iter())
+        .filter(|m| {
             let free = !used.contains(&m.left) && !used.contains(&m.right);
             if free {
                 used.insert(m.left);
@@ -485,20 +584,26 @@ fn one_round(
         })
         .collect();
     // Every body taken is verified, in parallel; one that fails is a bug, and dropped
-    // (and counted).
+    // (and counted). The thunks of those taken are written.
     let chosen = built.len();
-    let verified: Vec<_> = built
+    let verified: Vec<AlignedMerge> = built
         .into_par_iter()
-        .filter(
-            |(m, _)| match cranelift_codegen::verify_function(&m.body, isa) {
-                Ok(()) => true,
-                Err(errors) => {
-                    debug_assert!(false, "an aligned body does not verify: {errors}");
-                    false
-                }
-            },
-        )
+        .filter(|m| match cranelift_codegen::verify_function(&m.body, isa) {
+            Ok(()) => true,
+            Err(errors) => {
+                debug_assert!(false, "an aligned body does not verify: {errors}");
+                false
+            }
+        })
         .collect();
     let failed = chosen - verified.len();
-    (verified, failed)
+    let written = verified
+        .into_par_iter()
+        .filter_map(|m| {
+            let written = thunks.write(module, &m);
+            debug_assert!(written.is_some(), "a thunk weighed cannot be written");
+            Some((m, written?))
+        })
+        .collect();
+    (written, failed)
 }

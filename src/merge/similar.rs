@@ -78,6 +78,7 @@
 //! new bodies are appended in group order.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::OnceLock;
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
@@ -919,17 +920,18 @@ pub fn explain_aligned(
     let (left, right) = (a.min(b), a.max(b));
     let lin = |f: FuncIndex| linearise(&module.get(f).func, target);
     let (ll, rl) = (lin(left), lin(right));
-    let pair = super::aligned::PairToTry {
-        members: [left, right],
-        linearised: [&ll, &rl],
-        member_bytes: [
-            isa.text_size(&module.get(left).func),
-            isa.text_size(&module.get(right).func),
-        ],
+    let uses = [OnceLock::new(), OnceLock::new()];
+    let half = |member: FuncIndex, linearised, uses| super::aligned::Half {
+        member,
+        linearised,
+        uses,
+        bytes: isa.text_size(&module.get(member).func),
     };
-    let thunks = identifier_thunks(module, isa);
+    let pair = super::aligned::PairToTry([half(left, &ll, &uses[0]), half(right, &rl, &uses[1])]);
+    let writer = identifier_thunks(module, isa);
+    let thunks = super::aligned::Thunks::new(&writer);
     super::aligned::try_pair(module, target, isa, &pair, true, &thunks)
-        .map(|(merged, _)| (merged.before, merged.after))
+        .map(|merged| (merged.before, merged.after))
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.

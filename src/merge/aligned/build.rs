@@ -35,6 +35,8 @@
 //! terminators that differ, a zero that cannot be written (vectors, `i128`), an entity
 //! that does not import — makes [`build_body`] return `None`: the pair is not merged.
 
+use std::sync::OnceLock;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
@@ -70,8 +72,6 @@ struct Imported {
     signatures: SecondaryMap<ir::SigRef, PackedOption<ir::SigRef>>,
     func_refs: SecondaryMap<ir::FuncRef, PackedOption<ir::FuncRef>>,
     stack_slots: SecondaryMap<ir::StackSlot, PackedOption<ir::StackSlot>>,
-    /// How often each value is read (resolved aliases), over the whole member.
-    uses: SecondaryMap<Value, u32>,
     /// The body's memory flags for each of the member's, by the member's flags' number
     /// (importing them clones their alias region, name and all).
     mem_flags: Vec<Option<ir::MemFlags>>,
@@ -84,6 +84,8 @@ struct Builder<'a> {
     left: &'a Function,
     right: &'a Function,
     lin: [&'a Linearised; 2],
+    /// How often each member's values are read, found when a diamond first needs them.
+    uses: [&'a OnceLock<UseCounts>; 2],
     /// The target's pointer type (of function addresses).
     pointer: Type,
     imported: [Imported; 2],
@@ -113,11 +115,13 @@ impl Diamond {
 
 /// The merged body of `left` and `right` along `alignment` (of their linearisations
 /// `lin`), with the members' signature and an [`ID_TYPE`] parameter appended; `None` when
-/// the pair is outside the scope (module docs).
+/// the pair is outside the scope (module docs). `uses` holds (or is given) each member's
+/// [`use_counts`]: a function in several pairs counts its uses once.
 pub fn build_body<'a>(
     left: &'a Function,
     right: &'a Function,
     lin: (&'a Linearised, &'a Linearised),
+    uses: (&'a OnceLock<UseCounts>, &'a OnceLock<UseCounts>),
     alignment: &Alignment,
     pointer: Type,
 ) -> Option<Box<Function>> {
@@ -132,14 +136,13 @@ pub fn build_body<'a>(
         left,
         right,
         lin: [lin.0, lin.1],
+        uses: [uses.0, uses.1],
         pointer,
         imported: [Imported::default(), Imported::default()],
         failed: false,
         handlers: Vec::new(),
         selects: FxHashMap::default(),
     };
-    b.imported[0].uses = use_counts(left);
-    b.imported[1].uses = use_counts(right);
     b.import_stack_slots();
 
     // Blocks, with their parameters paired; the entry gets the identifier last.
@@ -317,8 +320,11 @@ fn block_pairs<'s>(
     )
 }
 
-/// How often each value is read, aliases resolved.
-fn use_counts(func: &Function) -> SecondaryMap<Value, u32> {
+/// How often each of a function's values is read, aliases resolved.
+pub type UseCounts = SecondaryMap<Value, u32>;
+
+/// How often each value of `func` is read, aliases resolved.
+pub fn use_counts(func: &Function) -> UseCounts {
     let mut uses = SecondaryMap::with_capacity(func.dfg.num_values());
     for block in func.layout.blocks() {
         for inst in func.layout.block_insts(block) {
@@ -982,7 +988,7 @@ impl<'a> Builder<'a> {
                     *inside.entry(func.dfg.resolve_aliases(v)).or_default() += 1;
                 }
             }
-            let uses = &b.imported[side as usize].uses;
+            let uses = b.uses[side as usize].get_or_init(|| use_counts(func));
             insts
                 .iter()
                 .flat_map(|&i| func.dfg.inst_results(i).iter().copied())
@@ -1367,6 +1373,7 @@ mod tests {
                 let Some(signature) = body_signature(&left.signature, &right.signature) else {
                     continue;
                 };
+                let uses = [OnceLock::new(), OnceLock::new()];
                 let mut b = Builder {
                     body: Box::new(Function::with_name_signature(
                         ir::UserFuncName::default(),
@@ -1376,6 +1383,7 @@ mod tests {
                     left,
                     right,
                     lin: [ll, rl],
+                    uses: [&uses[0], &uses[1]],
                     pointer: types::I64,
                     imported: [Imported::default(), Imported::default()],
                     failed: false,
