@@ -106,22 +106,19 @@ impl<'w> Thunks<'w> {
         }
     }
 
-    /// The weight of `member`'s thunk into a body of `body` passing `values`; `None` when
-    /// it cannot be written. The same whichever member of the key asks first: a function
-    /// of the key alone.
+    /// The weight of `member`'s thunk into a body of `body`, passing identifier `id`;
+    /// `None` when it cannot be written. The same whichever member of the kind asks first:
+    /// a function of the kind alone.
     fn weigh(
         &self,
         module: &Module,
         isa: &dyn TargetIsa,
         member: FuncIndex,
         body: &ir::Signature,
-        values: Vec<(Type, i64)>,
+        id: i64,
     ) -> Option<ThunkWeight> {
-        let key = (
-            module.get(member).func.signature.clone(),
-            body.clone(),
-            values,
-        );
+        let own = &module.get(member).func.signature;
+        let key = (own.clone(), body.clone(), passed_values(own, body, id));
         let known = self.lock().get(&key).copied();
         known.unwrap_or_else(|| {
             let weight = (self.write)(member, body, &key.2).map(|t| ThunkWeight {
@@ -325,6 +322,25 @@ pub fn candidate_pairs(
         .collect()
 }
 
+/// What merging `a` and `b` (of `module` as read) by alignment would weigh, were they each
+/// other's candidate partner: the estimated bytes before and after, or why not. For
+/// `--explain`; `thunk` as for [`merge_aligned`].
+pub fn explain_pair(
+    module: &Module,
+    target: &TargetInfo,
+    isa: &dyn TargetIsa,
+    a: FuncIndex,
+    b: FuncIndex,
+    thunk: &ThunkWriter<'_>,
+) -> Result<(u64, u64), Declined> {
+    let (left, right) = (a.min(b), a.max(b));
+    let facts = |f: FuncIndex| MemberFacts::new(linearise(&module.get(f).func, target));
+    let (lf, rf) = (facts(left), facts(right));
+    let pair = PairToTry([lf.half(module, isa, left), rf.half(module, isa, right)]);
+    try_pair(module, target, isa, &pair, true, &Thunks::new(thunk))
+        .map(|merged| (merged.before, merged.after))
+}
+
 /// What two functions must have in common for [`try_pair`] to build their body, hashed:
 /// the calling convention and returns ([`build::body_signature`]), and, block by block in
 /// walk order (the blocks pair so), the parameter types of every block after the entry
@@ -478,11 +494,10 @@ pub fn try_pair(
         return Err(Declined::BlockCounts);
     }
     // The thunks depend on the body's signature alone: weighed first.
-    let weigh = |member: FuncIndex, own: &Function, id: i64| {
-        let values = passed_values(&own.signature, &signature, id);
-        (thunks.weigh(module, isa, member, &signature, values)).ok_or(Declined::Thunk)
+    let weigh = |member: FuncIndex, id: i64| {
+        (thunks.weigh(module, isa, member, &signature, id)).ok_or(Declined::Thunk)
     };
-    let weights = [weigh(left, l, 1)?, weigh(right, r, 0)?];
+    let weights = [weigh(left, 1)?, weigh(right, 0)?];
     // A member that reads its frame runs behind thunks that keep the caller's stack only.
     let reads_frame =
         module.get(left).observes_its_frame() || module.get(right).observes_its_frame();

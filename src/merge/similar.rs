@@ -78,7 +78,6 @@
 //! new bodies are appended in group order.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::OnceLock;
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
@@ -95,7 +94,6 @@ use super::groups;
 use super::module::{FuncIndex, Linkage, Module};
 use super::MergeOptions;
 use crate::detect::encode::Token;
-use crate::detect::fingerprint::linearise;
 use crate::detect::hash::StableState;
 use crate::detect::holes::{address_operand, encode_with_holes, Hole, HoleValue};
 use crate::detect::walk::CfgWalk;
@@ -917,21 +915,8 @@ pub fn explain_aligned(
     a: FuncIndex,
     b: FuncIndex,
 ) -> Result<(u64, u64), super::aligned::Declined> {
-    let (left, right) = (a.min(b), a.max(b));
-    let lin = |f: FuncIndex| linearise(&module.get(f).func, target);
-    let (ll, rl) = (lin(left), lin(right));
-    let uses = [OnceLock::new(), OnceLock::new()];
-    let half = |member: FuncIndex, linearised, uses| super::aligned::Half {
-        member,
-        linearised,
-        uses,
-        bytes: isa.text_size(&module.get(member).func),
-    };
-    let pair = super::aligned::PairToTry([half(left, &ll, &uses[0]), half(right, &rl, &uses[1])]);
     let writer = identifier_thunks(module, isa);
-    let thunks = super::aligned::Thunks::new(&writer);
-    super::aligned::try_pair(module, target, isa, &pair, true, &thunks)
-        .map(|merged| (merged.before, merged.after))
+    super::aligned::explain_pair(module, target, isa, a, b, &writer)
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.
