@@ -344,8 +344,10 @@ fn align_slices(
     };
     let right_keys: Vec<Key> = r.iter().map(Key::of).collect();
 
-    // Traceback: one byte per cell of each row's band, rows stored one after the other.
-    let mut moves: Vec<u8> = Vec::new();
+    // Traceback: one byte per cell of each row's band, rows stored one after the other
+    // (room made for every row at its widest, rather than grown row by row).
+    let widest = (2 * half_width + 1).min(m + 1);
+    let mut moves: Vec<u8> = Vec::with_capacity((n + 1).saturating_mul(widest));
     let mut row_start: Vec<(usize, usize)> = Vec::with_capacity(n + 1); // (offset, lo)
     let mut prev = vec![NEG; m + 2];
     let mut cur = vec![NEG; m + 2];

@@ -208,7 +208,8 @@ fn symbol_may_be_hole(func: &Function, gv: GlobalValue) -> bool {
 struct HolePolicy<'a, C: CallTargets> {
     base: &'a C,
     pointer: Type,
-    recorded: RefCell<Vec<(Inst, HoleSite)>>,
+    /// Where the holes go, when their values are wanted.
+    recorded: Option<RefCell<Vec<(Inst, HoleSite)>>>,
 }
 
 impl<C: CallTargets> HolePolicy<'_, C> {
@@ -253,8 +254,8 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
                     && symbol_may_be_hole(func, gv)
             }
         };
-        if hole {
-            self.recorded.borrow_mut().push((inst, site));
+        if let (true, Some(recorded)) = (hole, &self.recorded) {
+            recorded.borrow_mut().push((inst, site));
         }
         hole
     }
@@ -272,18 +273,18 @@ fn by_name_for_self(target: CallTarget) -> CallTarget {
 
 /// `func` encoded with holes, and its holes in encoding order.
 pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, Vec<Hole>) {
+    // Room for a hole every other instruction before the vector grows.
     let policy = HolePolicy {
         base: &ByName,
         pointer: target.pointer_type(),
-        recorded: RefCell::new(Vec::new()),
+        recorded: Some(RefCell::new(Vec::with_capacity(func.dfg.num_insts() / 2))),
     };
     // About 13 tokens per instruction on the corpora: room for 14, so that most encodings
     // never grow (a vector reserved for 6 grew once or twice, copying itself each time).
     let mut tokens = Vec::with_capacity(func.dfg.num_insts() * 14 + 16);
     Encoder::new(func, target, &policy).encode_all(&mut tokens);
-    let holes = policy
-        .recorded
-        .into_inner()
+    let holes = (policy.recorded.map(RefCell::into_inner))
+        .unwrap_or_default()
         .into_iter()
         .map(|(inst, site)| Hole {
             inst,
@@ -299,7 +300,7 @@ pub fn encode_with_holes_into(func: &Function, target: &TargetInfo, sink: &mut i
     let policy = HolePolicy {
         base: &ByName,
         pointer: target.pointer_type(),
-        recorded: RefCell::new(Vec::new()),
+        recorded: None,
     };
     Encoder::new(func, target, &policy).encode_all(sink);
 }
@@ -382,7 +383,7 @@ pub fn similar(
         let policy = HolePolicy {
             base: &ByName,
             pointer: target.pointer_type(),
-            recorded: RefCell::new(Vec::new()),
+            recorded: None,
         };
         return Err(
             explain(target, &policy, left, right).unwrap_or_else(|| Difference {

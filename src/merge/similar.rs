@@ -86,7 +86,6 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::SecondaryMap;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -1173,7 +1172,10 @@ fn intersect_permissions(
 }
 
 /// A function with `member`'s name and signature that calls the shared body with its own
-/// arguments followed by its value for each of the body's extra parameters.
+/// arguments followed by its value for each of the body's extra parameters. One block
+/// without variables: written with a cursor, the same entities in the same order as
+/// `FunctionBuilder` would write them, without the bookkeeping it keeps for variables and
+/// for blocks not yet sealed.
 fn thunk(
     member: &Function,
     holes: &[Hole],
@@ -1183,69 +1185,69 @@ fn thunk(
     tail_calls: bool,
 ) -> Option<Function> {
     let mut func = Function::with_name_signature(member.name.clone(), member.signature.clone());
-    let mut ctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut ctx);
-    let block = b.create_block();
-    b.append_block_params_for_function_params(block);
-    b.switch_to_block(block);
-    b.seal_block(block);
-    let mut args = b.block_params(block).to_vec();
+    let block = func.dfg.make_block();
+    func.layout.append_block(block);
+    for param in &member.signature.params {
+        func.dfg.append_block_param(block, param.value_type);
+    }
+    let mut args = func.dfg.block_params(block).to_vec();
     let pointer = config.pointer_type();
+    let mut pos = FuncCursor::new(&mut func).at_bottom(block);
     for positions in params {
         let value = match &holes[positions[0]].value {
             HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
-                b.ins().iconst(*ty, *bits)
+                pos.ins().iconst(*ty, *bits)
             }
             HoleValue::Float { ty, bits } => {
                 let int = ir::Type::int(ty.bits() as u16)?;
-                b.ins().iconst(int, *bits as i64)
+                pos.ins().iconst(int, *bits as i64)
             }
             HoleValue::Callee { name, func_ref } | HoleValue::Address { name, func_ref } => {
                 let data = &member.dfg.ext_funcs[*func_ref];
-                let sig = b.import_signature(member.dfg.signatures[data.signature].clone());
-                let callee_name = external_name(b.func, name);
-                let callee = b.import_function(ExtFuncData {
+                let signature = member.dfg.signatures[data.signature].clone();
+                let sig = pos.func.import_signature(signature);
+                let callee_name = external_name(pos.func, name);
+                let callee = pos.func.import_function(ExtFuncData {
                     name: callee_name,
                     signature: sig,
                     colocated: data.colocated,
                     patchable: false,
                 });
-                b.ins().func_addr(pointer, callee)
+                pos.ins().func_addr(pointer, callee)
             }
             HoleValue::Symbol {
                 name,
                 offset,
                 colocated,
             } => {
-                let symbol = external_name(b.func, name);
-                let gv = b.create_global_value(ir::GlobalValueData::Symbol {
+                let symbol = external_name(pos.func, name);
+                let gv = pos.func.create_global_value(ir::GlobalValueData::Symbol {
                     name: symbol,
                     offset: (*offset).into(),
                     colocated: *colocated,
                     tls: false,
                 });
-                b.ins().symbol_value(pointer, gv)
+                pos.ins().symbol_value(pointer, gv)
             }
             HoleValue::Flags(_) => return None,
         };
         args.push(value);
     }
-    let sig = b.import_signature(body_signature.clone());
-    let body_name = external_name(b.func, &FuncName::TestCase(BODY_PLACEHOLDER.into()));
-    let body = b.import_function(ExtFuncData {
+    let sig = pos.func.import_signature(body_signature.clone());
+    let body_name = external_name(pos.func, &FuncName::TestCase(BODY_PLACEHOLDER.into()));
+    let body = pos.func.import_function(ExtFuncData {
         name: body_name,
         signature: sig,
         colocated: true,
         patchable: false,
     });
     if tail_calls && member.signature.call_conv == CallConv::Tail {
-        b.ins().return_call(body, &args);
+        pos.ins().return_call(body, &args);
     } else {
-        let call = b.ins().call(body, &args);
-        let results = b.inst_results(call).to_vec();
-        b.ins().return_(&results);
+        let call = pos.ins().call(body, &args);
+        let results = pos.func.dfg.inst_results(call).to_vec();
+        pos.ins().return_(&results);
     }
-    b.finalize(config);
     Some(func)
 }
 

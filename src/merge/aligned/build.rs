@@ -77,6 +77,23 @@ struct Imported {
     mem_flags: Vec<Option<ir::MemFlags>>,
 }
 
+impl Imported {
+    /// Empty maps with room for every entity of `member`: a body imports most of its
+    /// members' values and blocks, and maps grown one entity at a time copy themselves
+    /// over and over.
+    fn with_room_for(member: &Function) -> Self {
+        Self {
+            values: SecondaryMap::with_capacity(member.dfg.num_values()),
+            blocks: SecondaryMap::with_capacity(member.dfg.num_blocks()),
+            global_values: SecondaryMap::with_capacity(member.global_values.len()),
+            signatures: SecondaryMap::with_capacity(member.dfg.signatures.len()),
+            func_refs: SecondaryMap::with_capacity(member.dfg.ext_funcs.len()),
+            stack_slots: SecondaryMap::with_capacity(member.sized_stack_slots.len()),
+            mem_flags: Vec::new(),
+        }
+    }
+}
+
 /// The body under construction and both members' imports.
 struct Builder<'a> {
     body: Box<Function>,
@@ -138,7 +155,10 @@ pub fn build_body<'a>(
         lin: [lin.0, lin.1],
         uses: [uses.0, uses.1],
         pointer,
-        imported: [Imported::default(), Imported::default()],
+        imported: [
+            Imported::with_room_for(left),
+            Imported::with_room_for(right),
+        ],
         failed: false,
         handlers: Vec::new(),
         selects: FxHashMap::default(),
