@@ -209,7 +209,7 @@ struct HolePolicy<'a, C: CallTargets> {
     base: &'a C,
     pointer: Type,
     /// Where the holes go, when their values are wanted.
-    recorded: Option<RefCell<Vec<(Inst, HoleSite)>>>,
+    recorded: Option<&'a RefCell<Vec<(Inst, HoleSite)>>>,
 }
 
 impl<C: CallTargets> HolePolicy<'_, C> {
@@ -254,7 +254,7 @@ impl<C: CallTargets> CallTargets for HolePolicy<'_, C> {
                     && symbol_may_be_hole(func, gv)
             }
         };
-        if let (true, Some(recorded)) = (hole, &self.recorded) {
+        if let (true, Some(recorded)) = (hole, self.recorded) {
             recorded.borrow_mut().push((inst, site));
         }
         hole
@@ -274,17 +274,18 @@ fn by_name_for_self(target: CallTarget) -> CallTarget {
 /// `func` encoded with holes, and its holes in encoding order.
 pub fn encode_with_holes(func: &Function, target: &TargetInfo) -> (Vec<Token>, Vec<Hole>) {
     // Room for a hole every other instruction before the vector grows.
+    let recorded = RefCell::new(Vec::with_capacity(func.dfg.num_insts() / 2));
     let policy = HolePolicy {
         base: &ByName,
         pointer: target.pointer_type(),
-        recorded: Some(RefCell::new(Vec::with_capacity(func.dfg.num_insts() / 2))),
+        recorded: Some(&recorded),
     };
     // About 13 tokens per instruction on the corpora: room for 14, so that most encodings
     // never grow (a vector reserved for 6 grew once or twice, copying itself each time).
     let mut tokens = Vec::with_capacity(func.dfg.num_insts() * 14 + 16);
     Encoder::new(func, target, &policy).encode_all(&mut tokens);
-    let holes = (policy.recorded.map(RefCell::into_inner))
-        .unwrap_or_default()
+    let holes = recorded
+        .into_inner()
         .into_iter()
         .map(|(inst, site)| Hole {
             inst,
