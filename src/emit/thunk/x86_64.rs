@@ -21,7 +21,8 @@
 //! so there ([`Growth::ByPushes`]) the thunk grows the area with `push qword ptr [rsp]`, a
 //! word at a time: each push writes the return address at the new top of the stack as it
 //! moves the stack pointer, so at every instruction boundary the return address is at
-//! `[rsp]`, where Windows' unwinder looks for it in a function without `.pdata` (a leaf).
+//! `[rsp]`, where Windows' unwinder looks for it in a function without `.pdata` (a leaf;
+//! `tests/unwind.rs` unwinds from every instruction of such a thunk under Wine).
 //! The own stack arguments are then copied down as above, which never writes `[rsp]`. An
 //! unwinder stopped in the thunk or in its body finds the caller's return address and
 //! the caller's frame through its frame pointer, as Cranelift's Windows unwind
