@@ -38,7 +38,9 @@
 //!   trap flag under Wine and, at every instruction, unwinds with `RtlVirtualUnwind` to its
 //!   call site, which it must reach with the stack pointer and callee-saved registers it
 //!   left, except in Cranelift's own epilogue window (counted apart; unmerged code has it
-//!   too). Under merge-similar it steps through the pushes of `%grow_*`'s thunks.
+//!   too). Under merge-similar it steps through the pushes of `%grow_*`'s thunks. The same
+//!   for the functions defined in a `JITModule` through the plugin in every mode, with
+//!   `Merged::jit_function_table`'s table registered by `RtlAddFunctionTable`.
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -805,50 +807,134 @@ fn cxx_exceptions_cross_windows_x64_code() {
 mod wine;
 
 /// The harness of [`windows_x64_unwinds_at_every_instruction`] (its comment says what it
-/// checks and prints).
+/// checks and prints): `start_stepping` and `step_through`, called by a `main` of the test's.
 const SINGLE_STEP_HARNESS: &str = "fixtures/unwind/single_step_windows.c";
 
-/// What [`SINGLE_STEP_HARNESS`] printed for one entry.
-#[derive(Debug, PartialEq)]
-struct Stepped {
-    /// What the entry returned for 1.
-    value: String,
-    /// Instructions stopped at (and unwound from).
-    steps: u64,
-    /// Steps at a `push qword ptr [rsp]`: a thunk growing its stack area on Windows.
-    pushes: u64,
-    /// Steps in Cranelift's epilogue window (`mov rsp, rbp` after `add rsp`).
-    epilogue_windows: u64,
-    /// Steps that did not unwind to the caller, and the first few of their addresses.
-    wrong: u64,
-    wrong_at: String,
-}
+/// What a `main` calling [`SINGLE_STEP_HARNESS`] declares.
+const SINGLE_STEP_DECLARATIONS: &str = "#include <stdint.h>\n#include <stdio.h>\n\
+    #define SYSV __attribute__((sysv_abi))\n#define MSABI __attribute__((ms_abi))\n\
+    void start_stepping(void);\nvoid step_through(const char *, const void *, int);\n\
+    int64_t cb(int64_t);\nMSABI int64_t cb_fastcall(int64_t);\n";
 
-/// [`SINGLE_STEP_HARNESS`]'s lines, by entry.
-fn parse_stepped(out: &str, context: &str) -> BTreeMap<String, Stepped> {
-    out.lines()
-        .map(|line| {
-            let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
-            let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
-            let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            let number = |i: usize| -> u64 {
-                words
-                    .get(i)
-                    .and_then(|w| w.parse().ok())
-                    .unwrap_or_else(|| bad())
-            };
-            let stepped = Stepped {
-                value: value.to_string(),
-                steps: number(0),
-                pushes: number(2),
-                epilogue_windows: number(4),
-                wrong: number(8),
-                wrong_at: words.get(10..).map(|w| w.join(" ")).unwrap_or_default(),
-            };
-            (name.to_string(), stepped)
+/// The entries stepped through, each with whether it is `windows_fastcall` (`MSABI`).
+fn stepped_entries() -> Vec<(String, bool)> {
+    let fastcall: Vec<String> = entries_of(FASTCALL_FIXTURE)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    harness_entries(true)
+        .into_iter()
+        .map(|(name, _)| {
+            let msabi = fastcall.contains(&name);
+            (name, msabi)
         })
         .collect()
+}
+
+/// A `main` that steps through every entry, each entry's address written by `entry`,
+/// after `setup` (statements).
+fn single_step_main(setup: &str, entry: impl Fn(&str) -> String) -> String {
+    let mut s = format!("int main(void) {{\n{setup}  start_stepping();\n");
+    for (name, msabi) in stepped_entries() {
+        s += &format!(
+            "  step_through(\"{name}\", (const void *){}, {});\n",
+            entry(&name),
+            u8::from(msabi)
+        );
+    }
+    s + "  return 0;\n}\n"
+}
+
+/// [`SINGLE_STEP_HARNESS`] compiled into `dir`.
+fn single_step_harness(dir: &Path) -> PathBuf {
+    let object = dir.join("single_step.o");
+    run(Command::new("x86_64-w64-mingw32-gcc")
+        .args(["-O1", "-Wall", "-Werror", "-c"])
+        .arg(root().join(SINGLE_STEP_HARNESS))
+        .arg("-o")
+        .arg(&object));
+    object
+}
+
+/// `main` (C source) compiled and linked with the harness and `objects` into `exe`, run
+/// under Wine: what it printed.
+fn run_single_step(
+    main: &str,
+    harness: &Path,
+    objects: &[&Path],
+    exe: &Path,
+    context: &str,
+) -> String {
+    let source = exe.with_extension("c");
+    std::fs::write(&source, main).unwrap();
+    run(Command::new("x86_64-w64-mingw32-gcc")
+        .args(["-O1", "-static"])
+        .arg(&source)
+        .arg(harness)
+        .args(objects)
+        .arg("-o")
+        .arg(exe));
+    let (_, out) = wine::run(exe, || {
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "120", "wine"]);
+        c
+    })
+    .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
+    harness_printed(out, context)
+}
+
+/// Check what [`SINGLE_STEP_HARNESS`] printed: every entry stepped through, every step
+/// unwound (Cranelift's epilogue windows aside), `%call_grow_*` through a thunk's pushes
+/// exactly when `grown`. Each entry's value, by name.
+fn check_stepped(
+    printed: &str,
+    grown: bool,
+    exe: &Path,
+    context: &str,
+) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    for line in printed.lines() {
+        let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
+        let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
+        let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
+        // S steps, P pushes, E in epilogue windows, W wrong [rip...]
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let number = |i: usize| -> u64 {
+            words
+                .get(i)
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| bad())
+        };
+        let (steps, pushes, wrong) = (number(0), number(2), number(8));
+        assert!(
+            steps > 0,
+            "{context}: {name} was not stepped through:\n{printed}"
+        );
+        assert_eq!(
+            wrong,
+            0,
+            "{context}: stopped at {}, the unwinder did not find {name}'s caller with its \
+             stack pointer and callee-saved registers (disassemble {}):\n{printed}",
+            words.get(10..).map(|w| w.join(" ")).unwrap_or_default(),
+            exe.display()
+        );
+        assert_eq!(
+            pushes > 0,
+            grown && name.starts_with("call_grow_"),
+            "{context}: {name} should step through a thunk growing its stack area by pushes \
+             exactly under merge-similar:\n{printed}"
+        );
+        values.insert(name.to_string(), value.to_string());
+    }
+    let names: std::collections::BTreeSet<String> = stepped_entries()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        values.keys().eq(names.iter()),
+        "{context}: the harness did not step through every entry:\n{printed}"
+    );
+    values
 }
 
 /// Asynchronous unwinding on Windows x64 (`fixtures/unwind/single_step_windows.c`): a
@@ -867,7 +953,9 @@ fn parse_stepped(out: &str, context: &str) -> BTreeMap<String, Stepped> {
 /// step through the pushes of a thunk that grows its stack area: the return address on
 /// top at every one of them is what lets this thunk have no `.pdata`. (Writing that
 /// thunk as on Linux, `sub rsp` and the return address copied down, fails here at the two
-/// instructions before the copy.)
+/// instructions before the copy.) Then the same for the functions defined in a `JITModule`
+/// through the plugin in every mode, loaded as an image under Wine with the function table
+/// `Merged::jit_function_table` gives registered by `RtlAddFunctionTable`.
 #[test]
 fn windows_x64_unwinds_at_every_instruction() {
     const CC: &str = "x86_64-w64-mingw32-gcc";
@@ -879,24 +967,15 @@ fn windows_x64_unwinds_at_every_instruction() {
         panic!("Wine's prefix could not be made: {e}");
     }
     let dir = scratch("single-step-windows");
+    let harness = single_step_harness(&dir);
     let fixture = windows_fixture(&dir);
     let fixture = fixture.to_str().unwrap();
-    let entries: String = (entries()
-        .into_iter()
-        .map(|(name, _)| format!("ENTRY({name}, SYSV)\n")))
-    .chain(
-        (entries_of(FASTCALL_FIXTURE).into_iter())
-            .map(|(name, _)| format!("ENTRY({name}, MSABI)\n")),
-    )
-    .collect();
-    std::fs::write(dir.join("entries.h"), entries).unwrap();
-    let harness = dir.join("single_step.o");
-    run(Command::new(CC)
-        .args(["-O1", "-Wall", "-Werror", "-c", "-I"])
-        .arg(&dir)
-        .arg(root().join(SINGLE_STEP_HARNESS))
-        .arg("-o")
-        .arg(&harness));
+    let mut main = String::from(SINGLE_STEP_DECLARATIONS);
+    for (name, msabi) in stepped_entries() {
+        let abi = if msabi { "MSABI" } else { "SYSV" };
+        main += &format!("extern {abi} int64_t {name}(int64_t);\n");
+    }
+    main += &single_step_main("", |name| name.to_string());
     let mut reference: Option<BTreeMap<String, String>> = None;
     for pic in [true, false] {
         for (i, (config, args)) in configurations().iter().enumerate() {
@@ -913,63 +992,44 @@ fn windows_x64_unwinds_at_every_instruction() {
                 &fast,
             );
             let exe = dir.join(format!("step{i}-{pic}.exe"));
-            run(Command::new(CC)
-                .arg("-static")
-                .arg(&harness)
-                .arg(&obj)
-                .arg(&fast)
-                .arg("-o")
-                .arg(&exe));
-            let (_, out) = wine::run(&exe, || {
-                let mut c = Command::new("timeout");
-                c.args(["-k", "10", "120", "wine"]);
-                c
-            })
-            .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
-            let printed = harness_printed(out, &context);
-            let stepped = parse_stepped(&printed, &context);
-            let names: Vec<String> = harness_entries(true).into_iter().map(|(n, _)| n).collect();
-            assert_eq!(
-                stepped.keys().cloned().collect::<Vec<_>>(),
-                names
-                    .iter()
-                    .cloned()
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect::<Vec<_>>(),
-                "{context}: the harness did not step through every entry:\n{printed}"
-            );
-            for (name, s) in &stepped {
-                assert!(
-                    s.steps > 0,
-                    "{context}: {name} was not stepped through:\n{printed}"
-                );
-                assert_eq!(
-                    s.wrong,
-                    0,
-                    "{context}: stopped at {}, the unwinder did not find {name}'s caller with \
-                     its stack pointer and callee-saved registers (disassemble {}):\n{printed}",
-                    s.wrong_at,
-                    exe.display()
-                );
-                let grown = name.starts_with("call_grow_") && args.contains(&"--merge-similar");
-                assert_eq!(
-                    s.pushes > 0,
-                    grown,
-                    "{context}: {name} should step through a thunk growing its stack area by \
-                     pushes exactly under merge-similar:\n{printed}"
-                );
-            }
-            let values: BTreeMap<String, String> = stepped
-                .into_iter()
-                .map(|(name, s)| (name, s.value))
-                .collect();
+            let printed = run_single_step(&main, &harness, &[&obj, &fast], &exe, &context);
+            let grown = args.contains(&"--merge-similar");
+            let values = check_stepped(&printed, grown, &exe, &context);
             let reference = reference.get_or_insert_with(|| values.clone());
             assert_eq!(
                 reference, &values,
                 "{context}: stepped entries returned other values than unmerged"
             );
         }
+    }
+    // The same functions defined in a `JITModule` through the plugin, their unwind
+    // information the function table `Merged::jit_function_table` gives, registered with
+    // `RtlAddFunctionTable` (the image's fixed addresses are this process's: x86_64 only).
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping the JIT: needs an x86_64 host");
+        return;
+    }
+    let reference = reference.expect("the objects ran");
+    for (mode, similar, clif_thunks) in jit_configurations() {
+        let name = format!("{mode:?}-{similar}-{clif_thunks}");
+        let context = format!("x86_64-pc-windows-gnu JIT, {name}");
+        let jit_dir = dir.join(format!("jit-{name}"));
+        std::fs::create_dir_all(&jit_dir).unwrap();
+        let image = windows_jit_image(&jit_dir, mode, similar, clif_thunks, &context);
+        let main = format!(
+            "{SINGLE_STEP_DECLARATIONS}{}{}",
+            image.loader(true),
+            single_step_main("  load_image();\n", |entry| {
+                format!("0x{:x}ull", image.addresses[entry])
+            })
+        );
+        let exe = jit_dir.join("step.exe");
+        let printed = run_single_step(&main, &harness, &[], &exe, &context);
+        let values = check_stepped(&printed, similar, &exe, &context);
+        assert_eq!(
+            reference, values,
+            "{context}: stepped entries returned other values than unmerged objects"
+        );
     }
 }
 
@@ -1450,35 +1510,13 @@ fn windows_jit_output(
     let context = format!(
         "x86_64-pc-windows-gnu JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}"
     );
-    let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
-    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
-    let (region, mut module) = image_module(isa, &WINDOWS_IMAGE_IMPORTS);
-    let mut funcs = windows_functions();
-    let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
-    funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());
-    let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
-    module.finalize_definitions().unwrap();
-    let table = merged
-        .jit_function_table(&module)
-        .unwrap()
-        .unwrap_or_else(|| panic!("{context}: no function table"));
-    assert!(!table.functions.is_empty(), "{context}: an empty table");
+    let image = windows_jit_image(dir, mode, similar, clif_thunks, &context);
     let fastcall: Vec<String> = entries_of(FASTCALL_FIXTURE)
         .into_iter()
         .map(|(name, _)| name)
         .collect();
-    let (image, addresses) = write_image(dir, &region, module, &ids, &harness_entries(true));
-    let (base, len) = (region.base(), region.used());
     let mut source = harness_prelude();
-    source += &jit_region::loader_c(
-        &image,
-        base,
-        len,
-        &WINDOWS_IMAGE_IMPORTS,
-        &jit_region::Loader::WindowsX64 {
-            function_table: register.then_some(&table),
-        },
-    );
+    source += &image.loader(register);
     source += "int main() {\n  load_image();\n";
     source += &harness_checks(&harness_entries(true), |name, narrow| {
         let param = if narrow { "int32_t" } else { "int64_t" };
@@ -1489,7 +1527,7 @@ fn windows_jit_output(
         };
         format!(
             "((int64_t ({convention} *)({param}))0x{:x}ull)",
-            addresses[name]
+            image.addresses[name]
         )
     });
     source += "  return 0;\n}\n";
@@ -1507,6 +1545,64 @@ fn windows_jit_output(
     })
     .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
     harness_printed(out, &context)
+}
+
+/// The functions of [`windows_fixture`] and [`FASTCALL_FIXTURE`] defined through the plugin
+/// in a `JITModule` for `x86_64-pc-windows-gnu` (no PIC), written out as an image into
+/// `dir`, with the function table the plugin gives for it.
+struct WindowsJitImage {
+    image: PathBuf,
+    base: usize,
+    len: usize,
+    table: clif_merge::emit::unwind::windows_jit::WindowsFunctionTable,
+    /// Each entry's address.
+    addresses: BTreeMap<String, usize>,
+}
+
+impl WindowsJitImage {
+    /// The loader's C (`load_image()`): map the image, and register its table with
+    /// `register`.
+    fn loader(&self, register: bool) -> String {
+        jit_region::loader_c(
+            &self.image,
+            self.base,
+            self.len,
+            &WINDOWS_IMAGE_IMPORTS,
+            &jit_region::Loader::WindowsX64 {
+                function_table: register.then_some(&self.table),
+            },
+        )
+    }
+}
+
+fn windows_jit_image(
+    dir: &Path,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+    context: &str,
+) -> WindowsJitImage {
+    let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
+    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
+    let (region, mut module) = image_module(isa, &WINDOWS_IMAGE_IMPORTS);
+    let mut funcs = windows_functions();
+    let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
+    funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());
+    let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
+    module.finalize_definitions().unwrap();
+    let table = merged
+        .jit_function_table(&module)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{context}: no function table"));
+    assert!(!table.functions.is_empty(), "{context}: an empty table");
+    let (image, addresses) = write_image(dir, &region, module, &ids, &harness_entries(true));
+    WindowsJitImage {
+        image,
+        base: region.base(),
+        len: region.used(),
+        table,
+        addresses,
+    }
 }
 
 /// `Merged::jit_function_table`, run: a C++ exception thrown by `cb` crosses the merged
