@@ -32,7 +32,7 @@ use crate::emit::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::similar::{
     merge_similar_keeping_replaced, Replaced, SimilarOptions, SimilarReport,
 };
-use crate::merge::{merge, MergeMode, MergeOptions, MergePlan, Module};
+use crate::merge::{merge_after_similar, MergeMode, MergeOptions, MergePlan, Module};
 use crate::target::TargetInfo;
 
 /// What to do at each stage.
@@ -102,7 +102,7 @@ pub fn analyse(
     options: &PipelineOptions,
 ) -> Result<Analysis, EmitError> {
     let start = Instant::now();
-    let (module, similar, replaced) = match (similar_options(options), isa) {
+    let (module, similar, mut replaced) = match (similar_options(options), isa) {
         (None, _) => (module, None, Replaced::default()),
         (Some(similar), Some(isa)) => {
             let (module, report, replaced) =
@@ -117,7 +117,7 @@ pub fn analyse(
             })
         }
     };
-    let plan = merge(&module, target, &options.merge);
+    let plan = merge_after_similar(&module, target, &options.merge, &mut replaced);
     Ok(Analysis {
         module,
         plan,
@@ -143,7 +143,7 @@ fn analyse_into<S: Sink>(
     sink: &mut S,
 ) -> Result<Analysis, S::Error> {
     let start = Instant::now();
-    let (module, similar, replaced) = match similar_options(options) {
+    let (module, similar, mut replaced) = match similar_options(options) {
         Some(similar) => {
             let isa = sink.module().isa();
             let (rewritten, report, replaced) = sink.on_pool(|| {
@@ -158,7 +158,7 @@ fn analyse_into<S: Sink>(
         }
         None => (module, None, Replaced::default()),
     };
-    let plan = sink.on_pool(|| merge(&module, target, &options.merge));
+    let plan = sink.on_pool(|| merge_after_similar(&module, target, &options.merge, &mut replaced));
     Ok(Analysis {
         module,
         plan,

@@ -32,8 +32,10 @@ use std::path::Path;
 
 use clif_merge::detect::similar;
 use clif_merge::emit::build_isa;
-use clif_merge::merge::similar::{merge_similar, SimilarOptions};
-use clif_merge::merge::{Linkage, MergeOptions, Module};
+use clif_merge::merge::similar::{merge_similar, merge_similar_keeping_replaced, SimilarOptions};
+use clif_merge::merge::{
+    merge, merge_after_similar, Linkage, MergeMode, MergeOptions, MergePlan, Module,
+};
 use clif_merge::read::parse_clif;
 use clif_merge::{FuncName, TargetInfo};
 use cranelift_codegen::ir::Function;
@@ -164,26 +166,37 @@ fn run_fixture(path: &Path) {
         assert!(named.contains(&name), "{file}: no directive names {name}");
     }
 
-    let mut sorted = functions.clone();
-    sorted.sort_by_key(FuncName::of_function);
-    let mut module = Module::new();
-    for f in sorted {
-        let name = FuncName::of_function(&f).to_string();
-        let l = linkages
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(Linkage::Export, |&(_, l)| l);
-        module.add(f, l, false).unwrap();
-    }
-    let (rewritten, report) = merge_similar(
+    let module = || {
+        let mut sorted = functions.clone();
+        sorted.sort_by_key(FuncName::of_function);
+        let mut module = Module::new();
+        for f in sorted {
+            let name = FuncName::of_function(&f).to_string();
+            let l = linkages
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(Linkage::Export, |&(_, l)| l);
+            module.add(f, l, false).unwrap();
+        }
+        module
+    };
+    let similar_options = SimilarOptions {
+        cost_model: false,
+        alignment: !aligned.is_empty(),
+    };
+    plans_after_merge_similar_are_found_afresh(
         module,
         &target,
         &*isa,
+        &similar_options,
+        &file.to_string(),
+    );
+    let (rewritten, report) = merge_similar(
+        module(),
+        &target,
+        &*isa,
         &MergeOptions::default(),
-        &SimilarOptions {
-            cost_model: false,
-            alignment: !aligned.is_empty(),
-        },
+        &similar_options,
     );
     for (n, members) in &groups {
         let found = report
@@ -315,5 +328,87 @@ fn every_similar_fixture_holds() {
     assert!(paths.len() >= 4, "fixtures missing in {}", dir.display());
     for path in paths {
         run_fixture(&path);
+    }
+}
+
+/// What `plan` says of every function of `module`: what it becomes, where calls to it go,
+/// and the group it is in; for comparing two plans of one module.
+fn plan_summary(module: &Module, plan: &MergePlan) -> Vec<String> {
+    module
+        .indices()
+        .map(|f| {
+            let group = plan
+                .group_of(f)
+                .map(|g| format!("{:?} {:?} {:?} {:?}", g.kept, g.body, g.folded, g.found_by));
+            format!(
+                "{}: {:?}, calls to {:?}, {group:?}",
+                module.get(f).name,
+                plan.action(f),
+                plan.redirect(f)
+            )
+        })
+        .collect()
+}
+
+/// The identical run of the module merge-similar rewrote (`merge_after_similar`) takes
+/// what merge-similar's own identical run learned of every function it did not replace
+/// instead of walking and encoding it again: its plan must be the plan `merge` makes of
+/// that module afresh, in each merging mode (the facts the shapes depend on differ between
+/// them). `module` makes the module as read.
+fn plans_after_merge_similar_are_found_afresh(
+    module: impl Fn() -> Module,
+    target: &TargetInfo,
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    similar: &SimilarOptions,
+    context: &str,
+) {
+    let option_sets = [
+        MergeOptions::default(),
+        MergeOptions {
+            mode: MergeMode::Aliases,
+            aliases_share_address: true,
+            ..MergeOptions::default()
+        },
+        MergeOptions {
+            addresses_insignificant: true,
+            ..MergeOptions::default()
+        },
+    ];
+    for options in option_sets {
+        let (rewritten, report, mut replaced) =
+            merge_similar_keeping_replaced(module(), target, isa, &options, similar);
+        let afresh = merge(&rewritten, target, &options);
+        let reusing = merge_after_similar(&rewritten, target, &options, &mut replaced);
+        assert_eq!(
+            plan_summary(&rewritten, &afresh),
+            plan_summary(&rewritten, &reusing),
+            "{context}, {options:?}: the plan after merge-similar ({} groups) differs from \
+             the plan found afresh",
+            report.groups.len()
+        );
+    }
+}
+
+/// [`plans_after_merge_similar_are_found_afresh`] on the corpora (`../shared/corpus`), with
+/// merge-similar as the command line runs it (cost model and alignment merging on).
+#[test]
+fn plans_after_merge_similar_on_the_corpora_are_found_afresh() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    if !root.is_dir() {
+        eprintln!("skipping: {} is absent", root.display());
+        return;
+    }
+    let target = TargetInfo::from_triple_str("x86_64-unknown-linux-gnu").unwrap();
+    let isa = build_isa(&target, &settings()).unwrap();
+    for corpus in ["re2", "sqlite", "zstd"] {
+        let functions = clif_merge::read::read_inputs(&[root.join(corpus)]).unwrap();
+        let module = || Module::from_functions(functions.iter().map(|f| f.func.clone())).unwrap();
+        plans_after_merge_similar_are_found_afresh(
+            module,
+            &target,
+            &*isa,
+            &SimilarOptions::default(),
+            corpus,
+        );
     }
 }

@@ -249,6 +249,32 @@ impl CallTargets for Sided<'_> {
     }
 }
 
+/// [`merge`] of the module [`similar::merge_similar_keeping_replaced`] returned, with the
+/// functions it `replaced`: the same plan, found taking what the identical run merge-similar
+/// started from learned of every function it did not replace ([`groups::Prior`]) instead
+/// of walking and encoding it again. Takes that memory out of `replaced`; without it (taken
+/// already, or merge-similar not run), [`merge`].
+pub fn merge_after_similar(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    replaced: &mut similar::Replaced,
+) -> MergePlan {
+    let Some(first_run) = replaced.take_first_run() else {
+        return merge(module, target, options);
+    };
+    if options.mode == MergeMode::Disabled {
+        return MergePlan::default();
+    }
+    let unchanged = |f: FuncIndex| replaced.get(f).is_none();
+    let prior = groups::Prior {
+        memory: &first_run,
+        unchanged: &unchanged,
+    };
+    let (found, _) = groups::find_groups_remembering(module, target, options, Some(prior), false);
+    policy::plan_groups(module, target, options, found.groups, &found.address_used)
+}
+
 /// Run the pass on `module` for `target`: find every group of equal functions and decide
 /// what each folded function becomes.
 pub fn merge(module: &Module, target: &TargetInfo, options: &MergeOptions) -> MergePlan {

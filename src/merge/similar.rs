@@ -316,7 +316,7 @@ pub fn similar_candidates(
     isa: &dyn TargetIsa,
     options: &MergeOptions,
 ) -> Vec<SimilarCandidate> {
-    let analysis = analyse(module, target, options);
+    let analysis = analyse(module, target, options, false);
     build_all(module, target, isa, &analysis)
         .into_iter()
         .flatten()
@@ -339,7 +339,7 @@ pub fn aligned_candidates(
     isa: &dyn TargetIsa,
     options: &MergeOptions,
 ) -> Vec<SimilarCandidate> {
-    let analysis = analyse(module, target, options);
+    let analysis = analyse(module, target, options, false);
     let taken = analysis
         .candidates
         .iter()
@@ -360,13 +360,21 @@ pub fn aligned_candidates(
 /// the parameter limit.
 struct Analysis {
     siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>>,
+    /// What the identical run learned of the module, when asked to remember it.
+    first_run: Option<groups::FirstPassMemory>,
     holes: SecondaryMap<FuncIndex, Vec<Hole>>,
     candidates: Vec<Candidate>,
     over_hole_limit: usize,
 }
 
-fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Analysis {
-    let found = groups::find_groups(module, target, options);
+fn analyse(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    remember: bool,
+) -> Analysis {
+    let (found, first_run) =
+        groups::find_groups_remembering(module, target, options, None, remember);
     let mut class_of: SecondaryMap<FuncIndex, FuncIndex> = SecondaryMap::new();
     let mut siblings: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
     for f in module.indices() {
@@ -449,6 +457,7 @@ fn analyse(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Anal
     }
     Analysis {
         siblings,
+        first_run,
         holes,
         candidates,
         over_hole_limit,
@@ -596,6 +605,10 @@ pub struct Replaced {
     /// bodies are boxed as the module keeps them: one moves out of the module, and is
     /// sorted here, as a pointer.
     by_index: Vec<(FuncIndex, Box<Function>)>,
+    /// What the identical run merge-similar started from learned of the module as read,
+    /// for the identical run of the rewritten module
+    /// ([`crate::merge::merge_after_similar`], which takes it).
+    first_run: Option<groups::FirstPassMemory>,
 }
 
 impl Replaced {
@@ -619,6 +632,11 @@ impl Replaced {
     /// Whether none was.
     pub fn is_empty(&self) -> bool {
         self.by_index.is_empty()
+    }
+
+    /// What the identical run of the module as read learned, taken out (once).
+    pub(crate) fn take_first_run(&mut self) -> Option<groups::FirstPassMemory> {
+        self.first_run.take()
     }
 
     /// Keep `body`, which `f` had (each function at most once); [`Self::sorted`] when done.
@@ -648,8 +666,9 @@ pub fn merge_similar_keeping_replaced(
 ) -> (Module, SimilarReport, Replaced) {
     let mut report = SimilarReport::default();
     let mut replaced = Replaced::default();
-    let analysis = analyse(&module, target, options);
+    let mut analysis = analyse(&module, target, options, true);
     report.over_hole_limit = analysis.over_hole_limit;
+    replaced.first_run = analysis.first_run.take();
     let built_or_not = build_all(&module, target, isa, &analysis);
     report.frame_readers_behind_framed_thunks = built_or_not
         .iter()

@@ -5,7 +5,8 @@
 //! - `shapes`: the first pass, encodings with placeholders interned as shapes;
 //! - `tree`: phase 1, LLVM's worklist and table of unique functions;
 //! - `cycles`: phase 2, mutually recursive groups by partition refinement;
-//! - `classes`: the classes of equal functions as they grow.
+//! - `classes`: the classes of equal functions as they grow;
+//! - `memory`: what the first pass learned, for a later run over a rewritten module.
 //!
 //! **Shapes.** The tree compares functions by their encoding
 //! ([`crate::detect::encode::Encoder`]) with direct callees written by their current class, and classes change as functions fold. Instead
@@ -69,6 +70,7 @@
 
 mod classes;
 mod cycles;
+mod memory;
 mod references;
 mod shapes;
 mod tree;
@@ -85,6 +87,8 @@ use references::Facts;
 use shapes::{first_pass, FirstPass};
 use tree::fold_in_tree;
 
+pub(crate) use memory::{FirstPassMemory, Prior};
+
 /// A map with a value for each of the first `n` functions (growing it on every write would
 /// cost more than the writes).
 fn sized<V: Clone + Default>(n: usize) -> SecondaryMap<FuncIndex, V> {
@@ -96,13 +100,29 @@ fn sized<V: Clone + Default>(n: usize) -> SecondaryMap<FuncIndex, V> {
 /// Find every group of equal functions. Each group is returned with its members in index
 /// order; groups are in order of their first member.
 pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeOptions) -> Found {
+    find_groups_remembering(module, target, options, None, false).0
+}
+
+/// [`find_groups`], taking what `prior` remembers of an earlier run where it still holds
+/// ([`memory`]), and with `remember`, keeping what this run learned for a later one. The
+/// groups are those [`find_groups`] finds.
+pub(crate) fn find_groups_remembering(
+    module: &Module,
+    target: &TargetInfo,
+    options: &MergeOptions,
+    prior: Option<Prior<'_>>,
+    remember: bool,
+) -> (Found, Option<FirstPassMemory>) {
     let facts = Facts::new(module, target, options);
-    let FirstPass {
-        shapes,
-        callers,
-        address_used,
-        hashes,
-    } = first_pass(module, target, &facts);
+    let (
+        FirstPass {
+            shapes,
+            callers,
+            address_used,
+            hashes,
+        },
+        memory,
+    ) = first_pass(module, target, &facts, prior, remember);
     let mut classes = Classes::new(module);
     fold_in_tree(&facts, &callers, &shapes, &mut classes);
     if options.fold_cycles {
@@ -118,11 +138,12 @@ pub(crate) fn find_groups(module: &Module, target: &TargetInfo, options: &MergeO
             (members, classes.found_by[f].unwrap_or(FoundBy::Tree))
         })
         .collect();
-    Found {
+    let found = Found {
         groups,
         address_used,
         hashes,
-    }
+    };
+    (found, memory)
 }
 
 /// The groups of equal functions, and what the policy needs from the call graph.

@@ -16,6 +16,7 @@ use crate::names::FuncName;
 use crate::target::TargetInfo;
 
 /// What the linkages and options say of each function.
+#[derive(Clone)]
 pub(super) struct Facts {
     /// Calls to it may be redirected (it is not preemptible).
     pub(super) redirectable: SecondaryMap<FuncIndex, bool>,
@@ -172,6 +173,25 @@ impl Walked {
         }
     }
 
+    /// The same walk with its references copied from `from`, its chunk's buffers in an
+    /// earlier pass ([`super::memory`]), to `into`: taken again without walking.
+    pub(super) fn replay(&self, from: &ChunkRefs, into: &mut ChunkRefs) -> Walked {
+        let named_start = into.named.len() as u32;
+        into.named
+            .extend_from_slice(&from.named[self.named[0] as usize..self.named[2] as usize]);
+        let functions_start = into.functions.len() as u32;
+        into.functions.extend_from_slice(
+            &from.functions[self.functions[0] as usize..self.functions[2] as usize],
+        );
+        let moved = |bounds: [u32; 3], start: u32| bounds.map(|b| b - bounds[0] + start);
+        Walked {
+            hash: self.hash,
+            insts: self.insts,
+            named: moved(self.named, named_start),
+            functions: moved(self.functions, functions_start),
+        }
+    }
+
     /// Its references, in `refs`, its chunk's buffers.
     #[inline]
     pub(super) fn refs<'c>(&self, refs: &'c ChunkRefs) -> Refs<'c> {
@@ -207,6 +227,13 @@ impl<'c> Refs<'c> {
     /// The module function the `symbol` global value `gv` names, if any.
     pub(super) fn symbol(&self, gv: GlobalValue) -> Option<FuncIndex> {
         self.symbols.get(gv.index())?.expand()
+    }
+
+    /// Every module function its `FuncRef`s and `symbol` global values name.
+    pub(super) fn named(&self) -> impl Iterator<Item = FuncIndex> + 'c {
+        (self.func_refs.iter())
+            .chain(self.symbols)
+            .filter_map(|n| n.expand())
     }
 
     pub(super) fn calls(&self) -> impl Iterator<Item = FuncIndex> + 'c {

@@ -7,13 +7,14 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cranelift_codegen::ir::{FuncRef, Function, GlobalValue};
 use cranelift_entity::{EntityRef, SecondaryMap};
 
 use rayon::prelude::*;
 
+use super::memory::{FirstPassMemory, Learned, LearnedShape, Prior};
 use super::references::{
     Callers, ChunkRefs, Facts, Refs, WalkBuffers, Walked, SIMILAR_THUNK_TOKEN,
 };
@@ -74,14 +75,16 @@ struct ShapeTable {
 }
 
 #[derive(Default)]
-struct Shard {
+pub(super) struct Shard {
     /// Hash → the last shape added with that hash; the others follow through `next`.
     pub(super) by_hash: HashMap<u64, u32, StableState>,
     pub(super) shapes: Vec<InternedShape>,
 }
 
-struct InternedShape {
-    pub(super) tokens: Box<[Token]>,
+pub(super) struct InternedShape {
+    pub(super) tokens: Arc<[Token]>,
+    /// The hash it is kept under.
+    pub(super) hash: u64,
     /// The first function with this shape so far.
     pub(super) first: FuncIndex,
     /// How many functions have it.
@@ -104,6 +107,22 @@ impl ShapeTable {
 
     /// Record that `f` has the shape `tokens`, hashed to `hash`.
     pub(super) fn intern(&self, hash: u64, tokens: &[Token], f: FuncIndex) -> ShapeAt {
+        self.intern_with(hash, tokens, f, || tokens.into())
+    }
+
+    /// [`Self::intern`], with `shared` for the encoding should the shape be new (the
+    /// encoding an earlier pass interned, taken again without a copy).
+    pub(super) fn intern_shared(&self, hash: u64, shared: &Arc<[Token]>, f: FuncIndex) -> ShapeAt {
+        self.intern_with(hash, shared, f, || shared.clone())
+    }
+
+    fn intern_with(
+        &self,
+        hash: u64,
+        tokens: &[Token],
+        f: FuncIndex,
+        keep: impl FnOnce() -> Arc<[Token]>,
+    ) -> ShapeAt {
         let shard_index = (hash >> 58) as usize % Self::SHARDS;
         let mut shard = lock(&self.shards[shard_index].0);
         let shard = &mut *shard;
@@ -120,12 +139,24 @@ impl ShapeTable {
         let i = shard.shapes.len() as u32;
         let next = shard.by_hash.insert(hash, i);
         shard.shapes.push(InternedShape {
-            tokens: tokens.into(),
+            tokens: keep(),
+            hash,
             first: f,
             uses: 1,
             next,
         });
         (shard_index as u32, i)
+    }
+
+    /// Its shards, unlocked.
+    fn into_shards(self) -> Vec<Shard> {
+        (self.shards.into_iter())
+            .map(|shard| {
+                (shard.0)
+                    .into_inner()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+            })
+            .collect()
     }
 
     /// The shape kept at `at`: its number (its first function) and how many functions
@@ -218,10 +249,10 @@ struct Buffers {
 
 /// Functions per task of the first pass. A task keeps what it learns of its functions in a
 /// few buffers of its own (a [`Chunk`]) rather than in a few allocations per function.
-const CHUNK: usize = 64;
+pub(super) const CHUNK: usize = 64;
 
 /// What the first pass learns of the walks of a run of consecutive functions.
-struct ChunkWalks {
+pub(super) struct ChunkWalks {
     /// Per function, its walk.
     pub(super) walked: Vec<Walked>,
     /// The functions' references ([`Walked::refs`]).
@@ -229,7 +260,7 @@ struct ChunkWalks {
 }
 
 /// What the first pass learns of the shapes of a run of consecutive functions.
-struct ChunkShapes {
+pub(super) struct ChunkShapes {
     /// Per function, what became of its shape.
     pub(super) shapes: Vec<EarlyShape>,
     /// The placeholders' callees of the encoded functions.
@@ -239,7 +270,7 @@ struct ChunkShapes {
 }
 
 /// What became of a function's shape. Ranges are in its chunk's buffers.
-enum EarlyShape {
+pub(super) enum EarlyShape {
     /// Not encoded (its hash was new, and it is not small; or nobody shares its hash).
     No,
     /// Encoded and interned: where the table keeps the shape, and the placeholders'
@@ -249,6 +280,9 @@ enum EarlyShape {
     /// encoded while it was in the cache in case another function turns out to share its
     /// hash (most small functions do). Its encoding, that encoding's hash, its callees.
     Kept(Range<u32>, u64, Range<u32>),
+    /// Taken from an earlier pass ([`Prior`]) but not interned yet, because nobody else
+    /// had its hash yet: its encoding, that encoding's hash, its callees.
+    Remembered(Arc<[Token]>, u64, Range<u32>),
 }
 
 /// Functions of at most this many (reachable) instructions are encoded in the first pass
@@ -333,8 +367,16 @@ pub(super) struct FirstPass {
 }
 
 /// The first pass: every function walked (hash, references) and, where its hash is
-/// shared, its shape interned; then the call graph.
-pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) -> FirstPass {
+/// shared, its shape interned; then the call graph. What `prior` remembers of a function
+/// that still holds is taken instead of walking and encoding it ([`super::memory`]); with
+/// `remember`, what this pass learned is kept too.
+pub(super) fn first_pass(
+    module: &Module,
+    target: &TargetInfo,
+    facts: &Facts,
+    prior: Option<Prior<'_>>,
+    remember: bool,
+) -> (FirstPass, Option<FirstPassMemory>) {
     let indices: Vec<FuncIndex> = module.indices().collect();
     // One parallel pass: each function is walked (hash, references) and, when another
     // function already had its hash (it is a candidate), encoded at once, while its
@@ -357,6 +399,45 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
                 tokens: Vec::new(),
             };
             for &f in functions {
+                if let Some(Learned {
+                    walked,
+                    refs,
+                    shape,
+                }) = prior.and_then(|prior| prior.learned(f, facts))
+                {
+                    let walked = walked.replay(refs, &mut walks.refs);
+                    let shared = hashes.add(walked.hash);
+                    let shape = match shape {
+                        Some(LearnedShape {
+                            hash,
+                            tokens,
+                            callees,
+                        }) => {
+                            let callees = append(&mut chunk.callees, callees);
+                            match shared {
+                                true => EarlyShape::Interned(
+                                    table.intern_shared(hash, tokens, f),
+                                    callees,
+                                ),
+                                false => EarlyShape::Remembered(tokens.clone(), hash, callees),
+                            }
+                        }
+                        // Not encoded before: now only if its hash is shared (below
+                        // otherwise, once the pass knows).
+                        None if shared => {
+                            let refs = walked.refs(&walks.refs);
+                            let hash = encode_shape(
+                                module, target, facts, f, &walked, refs, false, buffers,
+                            );
+                            let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
+                            EarlyShape::Interned(table.intern(hash, &buffers.tokens, f), callees)
+                        }
+                        None => EarlyShape::No,
+                    };
+                    walks.walked.push(walked);
+                    chunk.shapes.push(shape);
+                    continue;
+                }
                 let walked = Walked::new(module, f, &mut buffers.walk, &mut walks.refs);
                 let shared = hashes.add(walked.hash);
                 let shape = if shared || walked.insts as usize <= ENCODE_EARLY {
@@ -404,6 +485,9 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
                                     &tokens[encoding.start as usize..encoding.end as usize];
                                 EarlyShape::Interned(table.intern(hash, encoding, f), list)
                             }
+                            EarlyShape::Remembered(encoding, hash, list) => {
+                                EarlyShape::Interned(table.intern_shared(hash, &encoding, f), list)
+                            }
                             EarlyShape::No => {
                                 let refs = walked.refs(&walks.refs);
                                 let hash = encode_shape(
@@ -437,7 +521,13 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
         .iter()
         .flat_map(|w| w.walked.iter().map(|walked| walked.hash))
         .collect();
-    drop(walks);
+    let walks = match remember {
+        true => Some(walks),
+        false => {
+            drop(walks);
+            None
+        }
+    };
 
     let mut shapes = Shapes {
         shape: sized(module.len()),
@@ -464,13 +554,26 @@ pub(super) fn first_pass(module: &Module, target: &TargetInfo, facts: &Facts) ->
         }
         shapes.callees.start.push(shapes.callees.items.len() as u32);
     }
-    drop(table);
-    drop(chunks);
+    // Kept for a later pass, or freed (the walks' buffers after the call graph was made,
+    // the table after the shapes were numbered).
+    let memory = walks.map(|walks| {
+        for chunk in &mut chunks {
+            // Encodings kept but never interned: no later pass reads them.
+            chunk.tokens = Vec::new();
+        }
+        FirstPassMemory {
+            facts: facts.clone(),
+            walks,
+            shapes: chunks,
+            table: table.into_shards(),
+        }
+    });
 
-    FirstPass {
+    let first = FirstPass {
         shapes,
         callers,
         address_used,
         hashes,
-    }
+    };
+    (first, memory)
 }
