@@ -251,7 +251,7 @@ impl CallTargets for Sided<'_> {
 
 /// [`merge`] of the module [`similar::merge_similar_keeping_replaced`] returned, with the
 /// functions it `replaced`: the same plan, found taking what the identical run merge-similar
-/// started from learned of every function it did not replace ([`groups::Prior`]) instead
+/// started from learned of every function it did not replace (`groups/memory.rs`) instead
 /// of walking and encoding it again. Takes that memory out of `replaced`; without it (taken
 /// already, or merge-similar not run), [`merge`].
 pub fn merge_after_similar(

@@ -71,7 +71,9 @@
 //! callees uses only the identical merger's classes, which are sound (cycle classes
 //! included); no optimistic assumption is made here.
 //!
-//! The result is a new module that the identical merger and the emitter take as usual. Each
+//! The result is a new module that the identical merger and the emitter take as usual (the
+//! identical merger taking again what its first run learned of every function this pass
+//! left as it was: [`crate::merge::merge_after_similar`]). Each
 //! name keeps a body of its own (its thunk), so no address changes and every linkage is
 //! kept: the linkage and address rules of identical merging apply unchanged to the new
 //! module. Deterministic: groups are ordered by their encoding, members by index, and the
