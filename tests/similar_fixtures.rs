@@ -189,6 +189,7 @@ fn run_fixture(path: &Path) {
         &target,
         &*isa,
         &similar_options,
+        true,
         &file.to_string(),
     );
     let (rewritten, report) = merge_similar(
@@ -354,12 +355,14 @@ fn plan_summary(module: &Module, plan: &MergePlan) -> Vec<String> {
 /// what merge-similar's own identical run learned of every function it did not replace
 /// instead of walking and encoding it again: its plan must be the plan `merge` makes of
 /// that module afresh, in each merging mode (the facts the shapes depend on differ between
-/// them). `module` makes the module as read.
+/// them), and with `across`, also when the plan is asked for with other options than
+/// merge-similar ran with. `module` makes the module as read.
 fn plans_after_merge_similar_are_found_afresh(
     module: impl Fn() -> Module,
     target: &TargetInfo,
     isa: &dyn cranelift_codegen::isa::TargetIsa,
     similar: &SimilarOptions,
+    across: bool,
     context: &str,
 ) {
     let option_sets = [
@@ -374,18 +377,23 @@ fn plans_after_merge_similar_are_found_afresh(
             ..MergeOptions::default()
         },
     ];
-    for options in option_sets {
-        let (rewritten, report, mut replaced) =
-            merge_similar_keeping_replaced(module(), target, isa, &options, similar);
-        let afresh = merge(&rewritten, target, &options);
-        let reusing = merge_after_similar(&rewritten, target, &options, &mut replaced);
-        assert_eq!(
-            plan_summary(&rewritten, &afresh),
-            plan_summary(&rewritten, &reusing),
-            "{context}, {options:?}: the plan after merge-similar ({} groups) differs from \
-             the plan found afresh",
-            report.groups.len()
-        );
+    for (i, similar_with) in option_sets.iter().enumerate() {
+        for (j, plan_with) in option_sets.iter().enumerate() {
+            if i != j && !across {
+                continue;
+            }
+            let (rewritten, report, mut replaced) =
+                merge_similar_keeping_replaced(module(), target, isa, similar_with, similar);
+            let afresh = merge(&rewritten, target, plan_with);
+            let reusing = merge_after_similar(&rewritten, target, plan_with, &mut replaced);
+            assert_eq!(
+                plan_summary(&rewritten, &afresh),
+                plan_summary(&rewritten, &reusing),
+                "{context}, merge-similar with {similar_with:?}, the plan with {plan_with:?}: \
+                 the plan after merge-similar ({} groups) differs from the plan found afresh",
+                report.groups.len()
+            );
+        }
     }
 }
 
@@ -408,6 +416,7 @@ fn plans_after_merge_similar_on_the_corpora_are_found_afresh() {
             &target,
             &*isa,
             &SimilarOptions::default(),
+            false,
             corpus,
         );
     }
