@@ -395,6 +395,29 @@ fn plans_after_merge_similar_are_found_afresh(
             );
         }
     }
+    if across {
+        // A caller's mistake: another module than the one merge-similar returned (here its
+        // functions copied in the reverse order) with what it replaced. Nothing the first
+        // run learned is taken (no body is the one it read), so the plan is that module's.
+        let options = MergeOptions::default();
+        let (rewritten, _, mut replaced) =
+            merge_similar_keeping_replaced(module(), target, isa, &options, similar);
+        let mut reversed = Module::new();
+        for (_, m) in rewritten.iter().collect::<Vec<_>>().into_iter().rev() {
+            let f = reversed
+                .add(m.func.clone(), m.linkage, m.unnamed_addr)
+                .unwrap();
+            reversed.get_mut(f).similar_thunk = m.similar_thunk;
+        }
+        assert_eq!(
+            plan_summary(&reversed, &merge(&reversed, target, &options)),
+            plan_summary(
+                &reversed,
+                &merge_after_similar(&reversed, target, &options, &mut replaced)
+            ),
+            "{context}: the plan of another module than merge-similar returned"
+        );
+    }
 }
 
 /// [`plans_after_merge_similar_are_found_afresh`] on the corpora (`../shared/corpus`), with

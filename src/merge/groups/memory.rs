@@ -16,7 +16,10 @@
 //! by those facts alone. So what was learned of a function holds for the later module
 //! when its body is the same there and every function it names kept its facts; the
 //! caller says which bodies changed, and the facts are compared here, named function by
-//! named function. Anything else is walked and encoded again.
+//! named function. Anything else is walked and encoded again. As a guard against a module
+//! that is not the one rewritten (a caller's mistake), a body must also be the very
+//! allocation the first pass read: the rewrite moves bodies as boxes and replaces them
+//! whole, keeping the old ones alive, so an unchanged body keeps its address.
 
 use std::sync::Arc;
 
@@ -25,13 +28,15 @@ use cranelift_entity::EntityRef;
 use super::references::{ChunkRefs, Facts, Walked};
 use super::shapes::{ChunkShapes, ChunkWalks, EarlyShape, Shard, CHUNK};
 use crate::detect::encode::Token;
-use crate::merge::module::FuncIndex;
+use crate::merge::module::{FuncIndex, Module};
 
 /// What the first pass learned of a module's functions, as it kept it (in runs of
 /// [`CHUNK`] consecutive functions, and its table of shapes), and the facts it learned
 /// them with.
 pub(crate) struct FirstPassMemory {
     pub(super) facts: Facts,
+    /// The address of each function's body as the pass read it.
+    pub(super) bodies: Vec<usize>,
     pub(super) walks: Vec<ChunkWalks>,
     pub(super) shapes: Vec<ChunkShapes>,
     /// The table of shapes, its shards unlocked.
@@ -66,9 +71,17 @@ pub(crate) struct Prior<'m> {
 }
 
 impl<'m> Prior<'m> {
-    /// What was learned of `f`, if it holds in the later module, whose facts are `facts`.
-    pub(super) fn learned(self, f: FuncIndex, facts: &Facts) -> Option<Learned<'m>> {
+    /// What was learned of `f`, if it holds in the later `module`, whose facts are `facts`.
+    pub(super) fn learned(
+        self,
+        f: FuncIndex,
+        module: &Module,
+        facts: &Facts,
+    ) -> Option<Learned<'m>> {
         let memory = self.memory;
+        if memory.bodies.get(f.index()) != Some(&body_address(module, f)) {
+            return None;
+        }
         let (chunk, i) = (f.index() / CHUNK, f.index() % CHUNK);
         let walks = memory.walks.get(chunk)?;
         let walked = walks.walked.get(i)?;
@@ -102,4 +115,9 @@ impl<'m> Prior<'m> {
             shape,
         })
     }
+}
+
+/// Where `f`'s body is: the same address for the same boxed body.
+pub(super) fn body_address(module: &Module, f: FuncIndex) -> usize {
+    std::ptr::from_ref::<cranelift_codegen::ir::Function>(&module.get(f).func) as usize
 }

@@ -14,7 +14,7 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 
 use rayon::prelude::*;
 
-use super::memory::{FirstPassMemory, Learned, LearnedShape, Prior};
+use super::memory::{body_address, FirstPassMemory, Learned, LearnedShape, Prior};
 use super::references::{
     Callers, ChunkRefs, Facts, Refs, WalkBuffers, Walked, SIMILAR_THUNK_TOKEN,
 };
@@ -403,7 +403,7 @@ pub(super) fn first_pass(
                     walked,
                     refs,
                     shape,
-                }) = prior.and_then(|prior| prior.learned(f, facts))
+                }) = prior.and_then(|prior| prior.learned(f, module, facts))
                 {
                     let walked = walked.replay(refs, &mut walks.refs);
                     let shared = hashes.add(walked.hash);
@@ -563,6 +563,7 @@ pub(super) fn first_pass(
         }
         FirstPassMemory {
             facts: facts.clone(),
+            bodies: module.indices().map(|f| body_address(module, f)).collect(),
             walks,
             shapes: chunks,
             table: table.into_shards(),
