@@ -399,63 +399,59 @@ pub(super) fn first_pass(
                 tokens: Vec::new(),
             };
             for &f in functions {
-                if let Some(Learned {
-                    walked,
-                    refs,
-                    shape,
-                }) = prior.and_then(|prior| prior.learned(f, module, facts))
-                {
-                    let walked = walked.replay(refs, &mut walks.refs);
-                    let shared = hashes.add(walked.hash);
-                    let shape = match shape {
-                        Some(LearnedShape {
-                            hash,
-                            tokens,
-                            callees,
-                        }) => {
-                            let callees = append(&mut chunk.callees, callees);
-                            match shared {
-                                true => EarlyShape::Interned(
-                                    table.intern_shared(hash, tokens, f),
-                                    callees,
-                                ),
-                                false => EarlyShape::Remembered(tokens.clone(), hash, callees),
-                            }
-                        }
-                        // Not encoded before: now only if its hash is shared (below
-                        // otherwise, once the pass knows).
-                        None if shared => {
-                            let refs = walked.refs(&walks.refs);
-                            let hash = encode_shape(
-                                module, target, facts, f, &walked, refs, false, buffers,
-                            );
-                            let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
-                            EarlyShape::Interned(table.intern(hash, &buffers.tokens, f), callees)
-                        }
-                        None => EarlyShape::No,
-                    };
-                    walks.walked.push(walked);
-                    chunk.shapes.push(shape);
-                    continue;
-                }
-                let walked = Walked::new(module, f, &mut buffers.walk, &mut walks.refs);
-                let shared = hashes.add(walked.hash);
-                let shape = if shared || walked.insts as usize <= ENCODE_EARLY {
-                    let refs = walked.refs(&walks.refs);
-                    let hash = encode_shape(module, target, facts, f, &walked, refs, true, buffers);
-                    let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
-                    match shared {
-                        true => {
-                            EarlyShape::Interned(table.intern(hash, &buffers.tokens, f), callees)
-                        }
-                        false => EarlyShape::Kept(
-                            append(&mut chunk.tokens, &buffers.tokens),
-                            hash,
-                            callees,
-                        ),
+                let learned = prior.and_then(|prior| prior.learned(f, module, facts));
+                // A function taken from the earlier pass is not walked: its blocks are not
+                // in `buffers`, and it is encoded (if at all) only when its hash is shared.
+                let (walked, just_walked) = match &learned {
+                    Some(Learned { walked, refs, .. }) => {
+                        (walked.replay(refs, &mut walks.refs), false)
                     }
-                } else {
-                    EarlyShape::No
+                    None => (
+                        Walked::new(module, f, &mut buffers.walk, &mut walks.refs),
+                        true,
+                    ),
+                };
+                let shared = hashes.add(walked.hash);
+                let shape = match learned.and_then(|learned| learned.shape) {
+                    Some(LearnedShape {
+                        hash,
+                        tokens,
+                        callees,
+                    }) => {
+                        let callees = append(&mut chunk.callees, callees);
+                        match shared {
+                            true => {
+                                EarlyShape::Interned(table.intern_shared(hash, tokens, f), callees)
+                            }
+                            false => EarlyShape::Remembered(tokens.clone(), hash, callees),
+                        }
+                    }
+                    None if shared || (just_walked && walked.insts as usize <= ENCODE_EARLY) => {
+                        let refs = walked.refs(&walks.refs);
+                        let hash = encode_shape(
+                            module,
+                            target,
+                            facts,
+                            f,
+                            &walked,
+                            refs,
+                            just_walked,
+                            buffers,
+                        );
+                        let callees = append(&mut chunk.callees, buffers.recorded.get_mut());
+                        match shared {
+                            true => EarlyShape::Interned(
+                                table.intern(hash, &buffers.tokens, f),
+                                callees,
+                            ),
+                            false => EarlyShape::Kept(
+                                append(&mut chunk.tokens, &buffers.tokens),
+                                hash,
+                                callees,
+                            ),
+                        }
+                    }
+                    None => EarlyShape::No,
                 };
                 walks.walked.push(walked);
                 chunk.shapes.push(shape);
