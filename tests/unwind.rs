@@ -750,7 +750,6 @@ fn cxx_exceptions_cross_windows_x64_code() {
     }
     let dir = scratch("cxx-windows");
     let fixture = windows_fixture(&dir);
-    let fixture = fixture.to_str().unwrap();
     let source = dir.join("harness.cpp");
     std::fs::write(&source, harness(true)).unwrap();
     let harness = dir.join("harness.o");
@@ -763,17 +762,7 @@ fn cxx_exceptions_cross_windows_x64_code() {
     for pic in [true, false] {
         for (i, (config, args)) in configurations().iter().enumerate() {
             let context = format!("x86_64-pc-windows-gnu, is_pic={pic}, {config}");
-            let obj = dir.join(format!("m{i}-{pic}.o"));
-            clif_merge_fixture(fixture, "x86_64-pc-windows-gnu", pic, args, &[], &obj);
-            let fast = dir.join(format!("f{i}-{pic}.o"));
-            clif_merge_fixture(
-                FASTCALL_FIXTURE,
-                "x86_64-pc-windows-gnu",
-                pic,
-                args,
-                &[],
-                &fast,
-            );
+            let (obj, fast) = windows_objects(&dir, &fixture, i, pic, args);
             // As on Linux, the exception must cross a body behind a thunk that grew the
             // stack argument area, which Windows' thunks do by pushes (no `.pdata`).
             assert_eq!(
@@ -790,13 +779,7 @@ fn cxx_exceptions_cross_windows_x64_code() {
                 .arg(&fast)
                 .arg("-o")
                 .arg(&exe));
-            let (_, out) = wine::run(&exe, || {
-                let mut c = Command::new("timeout");
-                c.args(["-k", "10", "120", "wine"]);
-                c
-            })
-            .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
-            let got = harness_printed(out, &context);
+            let got = run_under_wine(&exe, &context);
             let reference = reference.get_or_insert_with(|| got.clone());
             check_output(&harness_entries(true), reference, &got, &context);
         }
@@ -805,6 +788,43 @@ fn cxx_exceptions_cross_windows_x64_code() {
 
 #[path = "common/wine.rs"]
 mod wine;
+
+/// `exe` run under Wine (stopped after two minutes): what it printed, its exit checked as
+/// [`harness_printed`] does.
+fn run_under_wine(exe: &Path, context: &str) -> String {
+    let (_, out) = wine::run(exe, || {
+        let mut c = Command::new("timeout");
+        c.args(["-k", "10", "120", "wine"]);
+        c
+    })
+    .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
+    harness_printed(out, context)
+}
+
+/// `fixture` ([`windows_fixture`]) and [`FASTCALL_FIXTURE`] compiled for
+/// `x86_64-pc-windows-gnu` with `is_pic` = `pic` and the configuration `args` (the `i`-th)
+/// into `dir`: the two objects.
+fn windows_objects(
+    dir: &Path,
+    fixture: &Path,
+    i: usize,
+    pic: bool,
+    args: &[&str],
+) -> (PathBuf, PathBuf) {
+    let obj = dir.join(format!("m{i}-{pic}.o"));
+    let fixture = fixture.to_str().unwrap();
+    clif_merge_fixture(fixture, "x86_64-pc-windows-gnu", pic, args, &[], &obj);
+    let fast = dir.join(format!("f{i}-{pic}.o"));
+    clif_merge_fixture(
+        FASTCALL_FIXTURE,
+        "x86_64-pc-windows-gnu",
+        pic,
+        args,
+        &[],
+        &fast,
+    );
+    (obj, fast)
+}
 
 /// The harness of [`windows_x64_unwinds_at_every_instruction`] (its comment says what it
 /// checks and prints): `start_stepping` and `step_through`, called by a `main` of the test's.
@@ -874,13 +894,7 @@ fn run_single_step(
         .args(objects)
         .arg("-o")
         .arg(exe));
-    let (_, out) = wine::run(exe, || {
-        let mut c = Command::new("timeout");
-        c.args(["-k", "10", "120", "wine"]);
-        c
-    })
-    .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
-    harness_printed(out, context)
+    run_under_wine(exe, context)
 }
 
 /// Check what [`SINGLE_STEP_HARNESS`] printed: every entry stepped through, every step
@@ -969,7 +983,6 @@ fn windows_x64_unwinds_at_every_instruction() {
     let dir = scratch("single-step-windows");
     let harness = single_step_harness(&dir);
     let fixture = windows_fixture(&dir);
-    let fixture = fixture.to_str().unwrap();
     let mut main = String::from(SINGLE_STEP_DECLARATIONS);
     for (name, msabi) in stepped_entries() {
         let abi = if msabi { "MSABI" } else { "SYSV" };
@@ -980,17 +993,7 @@ fn windows_x64_unwinds_at_every_instruction() {
     for pic in [true, false] {
         for (i, (config, args)) in configurations().iter().enumerate() {
             let context = format!("x86_64-pc-windows-gnu, is_pic={pic}, {config}");
-            let obj = dir.join(format!("m{i}-{pic}.o"));
-            clif_merge_fixture(fixture, "x86_64-pc-windows-gnu", pic, args, &[], &obj);
-            let fast = dir.join(format!("f{i}-{pic}.o"));
-            clif_merge_fixture(
-                FASTCALL_FIXTURE,
-                "x86_64-pc-windows-gnu",
-                pic,
-                args,
-                &[],
-                &fast,
-            );
+            let (obj, fast) = windows_objects(&dir, &fixture, i, pic, args);
             let exe = dir.join(format!("step{i}-{pic}.exe"));
             let printed = run_single_step(&main, &harness, &[&obj, &fast], &exe, &context);
             let grown = args.contains(&"--merge-similar");
@@ -1538,13 +1541,7 @@ fn windows_jit_output(
         .args(["-O1", "-static", "-o"])
         .arg(&exe)
         .arg(&harness));
-    let (_, out) = wine::run(&exe, || {
-        let mut c = Command::new("timeout");
-        c.args(["-k", "10", "120", "wine"]);
-        c
-    })
-    .unwrap_or_else(|e| panic!("{context}: wine: {e}"));
-    harness_printed(out, &context)
+    run_under_wine(&exe, &context)
 }
 
 /// The functions of [`windows_fixture`] and [`FASTCALL_FIXTURE`] defined through the plugin
