@@ -351,6 +351,7 @@ fn merging_jit(alignment: bool) -> MergingModule<JITModule> {
         .with_merge_similar(SimilarOptions {
             cost_model: false,
             alignment,
+            ..SimilarOptions::default()
         })
 }
 

@@ -42,7 +42,7 @@ use std::sync::Mutex;
 use differential_exec::gen::{self, Edit, Shape};
 use differential_exec::{
     compare, jit, keep_failure, program_from_fixture, run, same_unmerged, Arch, Config, Mode,
-    Output, Variant,
+    Output, Variant, UNLIKE_BLOCK_BODIES,
 };
 
 /// Every configuration for `arch` and its `outputs` (those that this machine can run and
@@ -551,6 +551,7 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
         );
         let before = tally.failures.lock().unwrap().len();
         let stem = path.file_stem().unwrap().to_string_lossy();
+        let unlike_before = UNLIKE_BLOCK_BODIES.load(Ordering::Relaxed);
         check_program(
             &program,
             &format!("fixture-{stem}"),
@@ -558,6 +559,19 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
             &variants,
             &tally,
         );
+        // A fixture that names unlike blocks has bodies merged so, which ran (counted by
+        // every test of this process: at least this fixture's).
+        let names_unlike_blocks = text.lines().any(|l| {
+            l.strip_prefix("; variant: ")
+                .is_some_and(|v| v.trim() == Variant::UnlikeBlocks.name())
+        });
+        if names_unlike_blocks {
+            assert!(
+                UNLIKE_BLOCK_BODIES.load(Ordering::Relaxed) > unlike_before,
+                "{}: no body merged with unlike blocks",
+                path.display()
+            );
+        }
         let mut failures = tally.failures.lock().unwrap();
         for f in failures.iter_mut().skip(before) {
             *f = format!("{}: {f}", path.display());

@@ -580,6 +580,7 @@ fn similar_rewritten(
     let similar = SimilarOptions {
         cost_model: false,
         alignment: false,
+        ..SimilarOptions::default()
     };
     merge_similar(module, target, isa, &MergeOptions::default(), &similar)
 }
@@ -903,8 +904,8 @@ fn frame_readers_are_merged_behind_register_thunks_only() {
 /// it takes with Cranelift's verifier under `debug_assert!` (release builds only drop a
 /// body that fails): the near-twins of `fixtures/similar/aligned.clif` and
 /// `fixtures/exec/aligned_*.clif`, merged by merge-similar with alignment merging and no
-/// cost model (every pair that builds is taken) for x86_64 and aarch64, each file in its
-/// order and reversed (the lower index is the left member, so a member's instructions
+/// cost model (every pair that builds is taken), with and without unlike blocks, for
+/// x86_64 and aarch64, each file in its order and reversed (the lower index is the left member, so a member's instructions
 /// are built on each side), the rewritten module compiled into an object. Every file but
 /// one has pairs merged by alignment, so the assertion runs on each.
 #[test]
@@ -925,12 +926,16 @@ fn aligned_bodies_verify_in_debug_builds() {
         "fixtures/exec is missing its aligned_* fixtures"
     );
     paths.extend(exec);
-    let mut pairs = 0;
+    let (mut pairs, mut unlike) = (0, 0);
     for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
         let target = TargetInfo::from_triple_str(triple).unwrap();
         let settings = [("preserve_frame_pointers".to_string(), "true".to_string())];
         let isa = build_isa(&target, &settings).unwrap();
-        for (path, reversed) in paths.iter().flat_map(|p| [(p, false), (p, true)]) {
+        let runs = paths
+            .iter()
+            .flat_map(|p| [(p, false), (p, true)])
+            .flat_map(|(p, r)| [(p, r, false), (p, r, true)]);
+        for (path, reversed, unlike_blocks) in runs {
             let file = path.file_name().unwrap().to_string_lossy();
             let text = std::fs::read_to_string(path).unwrap();
             let mut functions = clif_merge::read::parse_clif(&text, path).unwrap();
@@ -950,15 +955,21 @@ fn aligned_bodies_verify_in_debug_builds() {
                 &SimilarOptions {
                     cost_model: false,
                     alignment: true,
+                    unlike_blocks,
                 },
             );
             let aligned = report.groups.iter().filter(|g| g.aligned).count();
+            unlike += report.groups.iter().filter(|g| g.unlike_blocks).count();
             // There `%st_a` and `%st_c` differ in an offset only (one group of holes),
-            // which leaves `%st_b` no partner.
-            if file != "aligned_extra_store_on_one_side.clif" {
+            // which leaves `%st_b` no partner; `aligned_unlike_blocks.clif` has pairs only
+            // with unlike blocks.
+            if file != "aligned_extra_store_on_one_side.clif"
+                && (unlike_blocks || file != "aligned_unlike_blocks.clif")
+            {
                 assert!(
                     aligned > 0,
-                    "{triple}, {file} (reversed: {reversed}): no pair merged by alignment: {report:?}"
+                    "{triple}, {file} (reversed: {reversed}, unlike blocks: {unlike_blocks}): \
+                     no pair merged by alignment: {report:?}"
                 );
             }
             pairs += aligned;
@@ -970,11 +981,18 @@ fn aligned_bodies_verify_in_debug_builds() {
                 &options,
                 &EmitOptions::default(),
             )
-            .unwrap_or_else(|e| panic!("{triple}, {file} (reversed: {reversed}): {e}"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{triple}, {file} (reversed: {reversed}, unlike blocks: {unlike_blocks}): {e}"
+                )
+            });
         }
     }
+    // With unlike blocks, pairs whose blocks do not pair one to one were built too.
+    assert!(unlike >= 8, "{unlike} pairs merged with unlike blocks");
     eprintln!(
-        "aligned bodies: {pairs} pairs merged by alignment over {} files, both orders, two targets",
+        "aligned bodies: {pairs} pairs merged by alignment ({unlike} with unlike blocks) over \
+         {} files, both orders, with and without unlike blocks, two targets",
         paths.len()
     );
 }

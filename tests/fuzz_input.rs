@@ -166,10 +166,12 @@ fn similar_strategy() -> impl Strategy<Value = Option<SimilarOptions>> {
         1 => Just(Some(SimilarOptions {
             cost_model: true,
             alignment: false,
+            ..SimilarOptions::default()
         })),
         1 => Just(Some(SimilarOptions {
             cost_model: false,
             alignment: true,
+            ..SimilarOptions::default()
         })),
     ]
 }
@@ -1160,6 +1162,7 @@ fn generated_modules_merge_similar() {
             SimilarOptions {
                 cost_model: false,
                 alignment: true,
+                ..SimilarOptions::default()
             },
         ),
         (AARCH64, SimilarOptions::default()),
@@ -1206,14 +1209,17 @@ fn replay_configs() -> Vec<Config> {
                 Some(SimilarOptions {
                     cost_model: false,
                     alignment: true,
+                    ..SimilarOptions::default()
                 }),
                 Some(SimilarOptions {
                     cost_model: true,
                     alignment: false,
+                    ..SimilarOptions::default()
                 }),
                 Some(SimilarOptions {
                     cost_model: false,
                     alignment: false,
+                    ..SimilarOptions::default()
                 }),
             ];
             for (linkages, similar) in [

@@ -157,6 +157,7 @@ fn shared_bodies_are_anonymous() {
         .with_merge_similar(SimilarOptions {
             cost_model: false,
             alignment: false,
+            ..SimilarOptions::default()
         });
     for (i, c) in [11, 22, 33].into_iter().enumerate() {
         define_affine(&mut m, &format!("affine_{i}"), 0x1234_5678, c).unwrap();

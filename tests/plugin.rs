@@ -521,6 +521,7 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
         .with_merge_similar(SimilarOptions {
             cost_model: false,
             alignment: false,
+            ..SimilarOptions::default()
         });
     for (&id, &c) in ids.iter().zip(&constants) {
         merger.add(id, add_const(&module, id, I64, c)).unwrap();
@@ -551,6 +552,7 @@ fn merge_similar_declares_the_shared_body_and_keeps_every_id() {
         .with_merge_similar(SimilarOptions {
             cost_model: false,
             alignment: false,
+            ..SimilarOptions::default()
         });
     for (&id, &c) in ids.iter().zip(&constants) {
         merger.add(id, add_const(&module, id, I64, c)).unwrap();
@@ -653,6 +655,7 @@ fn the_order_functions_are_added_in_changes_no_byte() {
     let without_cost = SimilarOptions {
         cost_model: false,
         alignment: false,
+        ..SimilarOptions::default()
     };
     for similar in [None, Some(SimilarOptions::default()), Some(without_cost)] {
         let reference = object_adding_in(&forward, similar.clone());

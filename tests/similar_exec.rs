@@ -542,6 +542,7 @@ impl JitBuild {
                 Some(SimilarOptions {
                     cost_model,
                     alignment: false,
+                    ..SimilarOptions::default()
                 }),
             ),
         }
@@ -1265,6 +1266,7 @@ fn generated_programs_keep_every_result_in_the_interpreter() {
         &SimilarOptions {
             cost_model: false,
             alignment: false,
+            ..SimilarOptions::default()
         },
     );
     for (_, m) in rewritten.iter() {

@@ -15,6 +15,10 @@
 //!   when this directive is present, still without the cost model) makes exactly these two
 //!   functions thunks into one body merged by alignment (one extra parameter, the
 //!   identifier);
+//! - `; expect: unlike %a %b` as `aligned`, with unlike blocks on for the fixture
+//!   (`SimilarOptions::unlike_blocks`), and the body has blocks of one member alone or
+//!   branches where the members go to other blocks (`SimilarGroup::unlike_blocks`); every
+//!   other aligned pair of such a fixture must have none;
 //! - `; expect: alone %a ...` merge-similar leaves these functions as they are;
 //! - `; expect: equal %a %b ...` merge-similar gives exactly these functions one body
 //!   (the same text but for the name) and no thunk: they needed no parameter;
@@ -78,6 +82,7 @@ fn run_fixture(path: &Path) {
     let mut linkages: Vec<(String, Linkage)> = Vec::new();
     let mut groups: Vec<(usize, BTreeSet<String>)> = Vec::new();
     let mut aligned: Vec<BTreeSet<String>> = Vec::new();
+    let mut unlike: Vec<BTreeSet<String>> = Vec::new();
     let mut alone: Vec<String> = Vec::new();
     let mut equal: Vec<BTreeSet<String>> = Vec::new();
     let mut flags: Vec<(String, String)> = Vec::new();
@@ -133,11 +138,14 @@ fn run_fixture(path: &Path) {
                 named.extend(members.iter().cloned());
                 groups.push((n, members));
             }
-            "aligned" => {
+            "aligned" | "unlike" => {
                 let members: BTreeSet<String> = words[1..].iter().map(|w| w.to_string()).collect();
                 assert_eq!(members.len(), 2, "{file}: an aligned group is a pair");
                 named.extend(members.iter().cloned());
                 aligned.push(members.clone());
+                if words[0] == "unlike" {
+                    unlike.push(members.clone());
+                }
                 groups.push((1, members));
             }
             "equal" => {
@@ -183,6 +191,7 @@ fn run_fixture(path: &Path) {
     let similar_options = SimilarOptions {
         cost_model: false,
         alignment: !aligned.is_empty(),
+        unlike_blocks: !unlike.is_empty(),
     };
     plans_after_merge_similar_are_found_afresh(
         module,
@@ -215,6 +224,11 @@ fn run_fixture(path: &Path) {
             found.aligned,
             aligned.contains(members),
             "{file}: whether {members:?} were merged by alignment"
+        );
+        assert_eq!(
+            found.unlike_blocks,
+            unlike.contains(members),
+            "{file}: whether {members:?} were merged with unlike blocks"
         );
     }
     for name in &alone {

@@ -230,6 +230,20 @@ pub fn align_within(left: &Linearised, right: &Linearised, max_cells: usize) -> 
     }
 }
 
+/// Most table cells [`align_for_merging`] fills for two functions whose block counts
+/// differ (aligned as wholes): beyond, a band around the diagonal. A pair of functions of
+/// about 500 items each fills the whole table.
+pub const MERGING_CELLS: usize = 1 << 18;
+
+/// The alignment a merged body is built from ([`crate::merge::aligned`]): block by block
+/// ([`align_blocks`]) when the two have as many blocks, otherwise the whole functions at
+/// once ([`align_within`], at most [`MERGING_CELLS`] cells), where blocks may be on one
+/// side only and instructions may pair across blocks that do not (the builder takes those
+/// apart).
+pub fn align_for_merging(left: &Linearised, right: &Linearised) -> Alignment {
+    align_blocks(left, right).unwrap_or_else(|| align_within(left, right, MERGING_CELLS))
+}
+
 /// The alignment of two functions whose blocks pair one to one in walk order (the
 /// *same blocks* scope of merging by alignment, [`crate::merge::aligned`]): each block
 /// header paired with the header at its position on the other side, and the

@@ -40,12 +40,25 @@
 //!    verifier (a body that fails is dropped, and debug builds panic: it is a bug). The
 //!    functions still free search again, up to [`ROUNDS`] times, pairs tried once not
 //!    tried again.
+//! 6. **Unlike blocks** (opt-in: `unlike_blocks` of [`merge_aligned`], the command
+//!    line's `--align-unlike-blocks`). After the rounds above, the functions still free
+//!    search again ([`UNLIKE_BLOCKS_ROUNDS`] each): among functions with as many blocks,
+//!    whatever their parameter types, then among all whose signatures merge. Functions
+//!    with other block counts are aligned as wholes (at most [`UNLIKE_BLOCKS_CELLS`]
+//!    cells; [`crate::detect::align::align_for_merging`]), so blocks may be on one side
+//!    only: each is its member's block alone in the body; a paired block whose parameter
+//!    types differ takes both sides' parameters; terminators going to other blocks each
+//!    run behind the identifier; and the uses that control flow no longer dominates are
+//!    carried by block parameters (`dominance`). On the corpora this saves 0.15-1.1% more
+//!    of `.text` and makes the merge stage 1.4-3.3 times slower, which is why it is off
+//!    (bench/README.md §10).
 //!
 //! The left member (lower index) passes identifier 1, the right 0. Recursion through the
 //! pair needs nothing special: a call to a member is a call to its thunk. Deterministic:
 //! candidates are in index order, the choice is a function of the sizes and indices.
 
 pub mod build;
+mod dominance;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -59,7 +72,7 @@ use rustc_hash::FxHashMap;
 use super::candidates::{candidates_among, signature_of, CandidateOptions, Signature};
 use super::module::{FuncIndex, Module};
 use super::similar::CodeFacts;
-use crate::detect::align::align_blocks;
+use crate::detect::align::align_for_merging;
 use crate::detect::fingerprint::{linearise, Linearised};
 use crate::detect::hash::StableHasher;
 use crate::detect::walk::CfgWalk;
@@ -165,9 +178,21 @@ fn passed_values(own: &ir::Signature, body: &ir::Signature, id: i64) -> Vec<(Typ
         .collect()
 }
 
-/// Candidate searches: after each, the functions still free search again (a function
-/// whose best partner was taken by a better pair may pair with another).
+/// Candidate searches among functions whose blocks pair one to one: after each, the
+/// functions still free search again (a function whose best partner was taken by a better
+/// pair may pair with another).
 pub const ROUNDS: usize = 3;
+
+/// With unlike blocks ([`merge_aligned`]), candidate searches after those among the
+/// functions still free: first among functions with as many blocks, then among functions
+/// whose signatures merge, whatever their blocks.
+pub const UNLIKE_BLOCKS_ROUNDS: usize = 1;
+
+/// Most cells of the alignment table of two functions whose block counts differ (aligned
+/// as wholes, [`align_for_merging`]): larger pairs are declined before aligning. On the
+/// corpora, larger pairs that differ in their blocks rarely paid and took most of the time
+/// (bench/README.md §10).
+pub const UNLIKE_BLOCKS_CELLS: usize = 1 << 14;
 
 /// A pair merged by alignment: its body (not yet named) and what the cost model weighed.
 pub struct AlignedMerge {
@@ -183,6 +208,9 @@ pub struct AlignedMerge {
     pub before: u64,
     /// `.text` bytes of the body and both thunks, estimated.
     pub after: u64,
+    /// Whether the body has blocks of one member alone, or branches where the members go
+    /// to other blocks ([`PairToTry::unlike_blocks`]).
+    pub unlike_blocks: bool,
 }
 
 /// A pair merged by alignment with its members' thunks.
@@ -201,30 +229,39 @@ pub fn merge_aligned(
     isa: &dyn TargetIsa,
     free: &[FuncIndex],
     cost_model: bool,
+    unlike_blocks: bool,
     thunk: &ThunkWriter<'_>,
 ) -> (Vec<MergedPair>, usize) {
-    let Prepared { free, keys, facts } = prepare(module, target, free);
+    let kinds: Vec<Partners> = (Partners::searches(unlike_blocks).iter())
+        .map(|&(kind, _)| kind)
+        .collect();
+    let Prepared { free, keys, facts } = prepare(module, target, free, &kinds);
     let thunks = Thunks::new(thunk);
     let mut merged = Vec::new();
     let mut failed_verifier = 0;
     let mut tried: HashSet<(FuncIndex, FuncIndex)> = HashSet::new();
     // Positions in `free` of the functions still free.
     let mut left: Vec<usize> = (0..free.len()).collect();
-    for _ in 0..ROUNDS {
-        let round = Round {
-            members: left.iter().map(|&i| free[i]).collect(),
-            facts: left.iter().map(|&i| &facts[i]).collect(),
-            keys: left.iter().map(|&i| keys[i]).collect(),
-        };
-        let (found, failed) =
-            one_round(module, target, isa, &round, cost_model, &thunks, &mut tried);
-        failed_verifier += failed;
-        if found.is_empty() {
-            break;
+    for &(partners, rounds) in Partners::searches(unlike_blocks) {
+        for _ in 0..rounds {
+            let keys = keys.of(partners);
+            let round = Round {
+                members: left.iter().map(|&i| free[i]).collect(),
+                facts: left.iter().map(|&i| &facts[i]).collect(),
+                keys: left.iter().map(|&i| keys[i]).collect(),
+                unlike_blocks: partners != Partners::SameBlocks,
+            };
+            let (found, failed) =
+                one_round(module, target, isa, &round, cost_model, &thunks, &mut tried);
+            failed_verifier += failed;
+            if found.is_empty() {
+                break;
+            }
+            let used: HashSet<FuncIndex> =
+                found.iter().flat_map(|(m, _)| [m.left, m.right]).collect();
+            left.retain(|&i| !used.contains(&free[i]));
+            merged.extend(found);
         }
-        let used: HashSet<FuncIndex> = found.iter().flat_map(|(m, _)| [m.left, m.right]).collect();
-        left.retain(|&i| !used.contains(&free[i]));
-        merged.extend(found);
     }
     (merged, failed_verifier)
 }
@@ -233,8 +270,8 @@ pub fn merge_aligned(
 struct Prepared {
     /// The functions with a possible partner ([`with_possible_partners`]), in index order.
     free: Vec<FuncIndex>,
-    /// Each one's pairing key, numbered.
-    keys: Vec<u32>,
+    /// Each one's keys, numbered.
+    keys: Keys,
     facts: Vec<MemberFacts>,
 }
 
@@ -273,11 +310,16 @@ impl MemberFacts {
     }
 }
 
-fn prepare(module: &Module, target: &TargetInfo, free: &[FuncIndex]) -> Prepared {
+fn prepare(
+    module: &Module,
+    target: &TargetInfo,
+    free: &[FuncIndex],
+    kinds: &[Partners],
+) -> Prepared {
     let mut free = free.to_vec();
     free.sort_unstable();
     free.dedup();
-    let (free, keys) = with_possible_partners(module, &free);
+    let (free, keys) = with_possible_partners(module, &free, kinds);
     let facts = free
         .par_iter()
         .map(|&f| MemberFacts::new(linearise(&module.get(f).func, target)))
@@ -295,12 +337,12 @@ pub fn candidate_pairs(
     free: &[FuncIndex],
     thunk: &ThunkWriter<'_>,
 ) -> Vec<MergedPair> {
-    let prepared = prepare(module, target, free);
+    let prepared = prepare(module, target, free, &[Partners::SameBlocks]);
     let signatures: Vec<Option<Signature>> = prepared.facts.iter().map(|f| f.signature).collect();
     let pairs = candidates_among(
         &prepared.free,
         &signatures,
-        Some(&prepared.keys),
+        Some(prepared.keys.of(Partners::SameBlocks)),
         &CandidateOptions::default(),
     );
     let thunks = Thunks::new(thunk);
@@ -314,7 +356,10 @@ pub fn candidate_pairs(
                     .expect("a candidate is free");
                 prepared.facts[at].half(module, isa, f)
             };
-            let pair = PairToTry([half(p.left), half(p.right)]);
+            let pair = PairToTry {
+                halves: [half(p.left), half(p.right)],
+                unlike_blocks: false,
+            };
             let merged = try_pair(module, target, isa, &pair, false, &thunks).ok()?;
             let written = thunks.write(module, &merged)?;
             Some((merged, written))
@@ -331,26 +376,40 @@ pub fn explain_pair(
     isa: &dyn TargetIsa,
     a: FuncIndex,
     b: FuncIndex,
+    unlike_blocks: bool,
     thunk: &ThunkWriter<'_>,
 ) -> Result<(u64, u64), Declined> {
     let (left, right) = (a.min(b), a.max(b));
     let facts = |f: FuncIndex| MemberFacts::new(linearise(&module.get(f).func, target));
     let (lf, rf) = (facts(left), facts(right));
-    let pair = PairToTry([lf.half(module, isa, left), rf.half(module, isa, right)]);
+    let pair = PairToTry {
+        halves: [lf.half(module, isa, left), rf.half(module, isa, right)],
+        unlike_blocks,
+    };
     try_pair(module, target, isa, &pair, true, &Thunks::new(thunk))
         .map(|merged| (merged.before, merged.after))
 }
 
-/// What two functions must have in common for [`try_pair`] to build their body, hashed:
-/// the calling convention and returns ([`build::body_signature`]), and, block by block in
-/// walk order (the blocks pair so), the parameter types of every block after the entry
-/// (the entry's are the signatures', where one may be a prefix of the other). Functions
-/// that could pair have equal keys; two that could not share one only by a collision of
-/// the hash, which costs a declined pair, nothing else.
-fn pairing_key(func: &Function) -> u64 {
+/// Which functions a search looks for partners among: those of equal keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Partners {
+    /// Functions whose blocks pair one to one by position, with equal parameter types
+    /// ([`same_blocks_key`]).
+    SameBlocks,
+    /// Functions with as many blocks, whatever their parameter types
+    /// ([`block_count_key`]): blocks whose types differ are each their side's alone.
+    SameBlockCount,
+    /// Functions whose signatures merge, whatever their blocks ([`signature_key`]).
+    AnyBlocks,
+}
+
+/// What two functions must have in common for their blocks to pair one to one, hashed:
+/// [`signature_key`]'s, and, block by block in walk order, the parameter types of every
+/// block after the entry (the entry's are the signatures', where one may be a prefix of
+/// the other).
+fn same_blocks_key(func: &Function) -> u64 {
     let mut h = StableHasher::new();
-    func.signature.call_conv.hash(&mut h);
-    func.signature.returns.hash(&mut h);
+    h.word(signature_key(func));
     for block in CfgWalk::new(func).skip(1) {
         // A block's parameters, after a separator.
         h.word(u64::MAX);
@@ -361,29 +420,133 @@ fn pairing_key(func: &Function) -> u64 {
     h.finish()
 }
 
-/// The functions of `free` (in index order) that have a possible partner: another with the
-/// same [`pairing_key`], without which [`try_pair`] declines any pair of them (signatures,
-/// block counts, blocks that do not pair); with each, its key numbered in order of first
-/// appearance. The others are neither linearised nor weighed.
-fn with_possible_partners(module: &Module, free: &[FuncIndex]) -> (Vec<FuncIndex>, Vec<u32>) {
-    let keys: Vec<u64> = free
-        .par_iter()
-        .map(|&f| pairing_key(&module.get(f).func))
+/// [`signature_key`]'s, and the number of reachable blocks.
+fn block_count_key(func: &Function) -> u64 {
+    let mut h = StableHasher::new();
+    h.word(signature_key(func));
+    h.word(CfgWalk::new(func).count() as u64);
+    h.finish()
+}
+
+/// What two functions must have in common for [`try_pair`] to build their body at all,
+/// hashed: the calling convention and returns ([`build::body_signature`]; the parameters
+/// may differ by a suffix, and blocks may be on one side only). Functions that could pair
+/// have equal keys; two that could not share one only by a collision of the hash, which
+/// costs a declined pair, nothing else.
+fn signature_key(func: &Function) -> u64 {
+    let mut h = StableHasher::new();
+    func.signature.call_conv.hash(&mut h);
+    func.signature.returns.hash(&mut h);
+    h.finish()
+}
+
+/// Keys numbered in order of first appearance, and how many functions have each.
+fn numbered(keys: &[u64]) -> (Vec<u32>, Vec<u32>) {
+    let mut number: HashMap<u64, u32> = HashMap::with_capacity(keys.len());
+    let mut count: Vec<u32> = Vec::new();
+    let numbers = keys
+        .iter()
+        .map(|&key| {
+            let next = number.len() as u32;
+            let n = *number.entry(key).or_insert(next);
+            if n == next {
+                count.push(0);
+            }
+            count[n as usize] += 1;
+            n
+        })
         .collect();
-    let mut count: HashMap<u64, (u32, u32)> = HashMap::with_capacity(keys.len());
-    for &key in &keys {
-        let next = count.len() as u32;
-        count.entry(key).or_insert((next, 0)).1 += 1;
+    (numbers, count)
+}
+
+/// The functions of `free` (in index order) that have a possible partner in a search of
+/// `kinds`: another with the same key, without which [`try_pair`] declines any pair of
+/// them; with each, its keys for every kind of search numbered ([`Partners`]). The others
+/// are neither linearised nor weighed.
+fn with_possible_partners(
+    module: &Module,
+    free: &[FuncIndex],
+    kinds: &[Partners],
+) -> (Vec<FuncIndex>, Keys) {
+    // Only the keys of the kinds searched are computed.
+    let numbered: Vec<(Partners, Vec<u32>, Vec<u32>)> = kinds
+        .iter()
+        .map(|&kind| {
+            let hashed: Vec<u64> = free
+                .par_iter()
+                .map(|&f| kind.key(&module.get(f).func))
+                .collect();
+            let (numbers, count) = numbered(&hashed);
+            (kind, numbers, count)
+        })
+        .collect();
+    let mut kept = Vec::new();
+    let mut keys = Keys::default();
+    for (i, &f) in free.iter().enumerate() {
+        if numbered
+            .iter()
+            .any(|(_, n, count)| count[n[i] as usize] > 1)
+        {
+            kept.push(f);
+            for (kind, numbers, _) in &numbered {
+                keys.0[kind.index()].push(numbers[i]);
+            }
+        }
     }
-    free.iter()
-        .zip(&keys)
-        .filter(|(_, key)| count[key].1 > 1)
-        .map(|(&f, key)| (f, count[key].0))
-        .unzip()
+    (kept, keys)
+}
+
+/// Each function's key for every kind of search, numbered (by [`Partners::index`]; empty
+/// for a kind not searched).
+#[derive(Default)]
+struct Keys([Vec<u32>; 3]);
+
+impl Keys {
+    fn of(&self, partners: Partners) -> &[u32] {
+        &self.0[partners.index()]
+    }
+}
+
+impl Partners {
+    /// A function's key for this kind of search.
+    fn key(self, func: &Function) -> u64 {
+        match self {
+            Partners::SameBlocks => same_blocks_key(func),
+            Partners::SameBlockCount => block_count_key(func),
+            Partners::AnyBlocks => signature_key(func),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Partners::SameBlocks => 0,
+            Partners::SameBlockCount => 1,
+            Partners::AnyBlocks => 2,
+        }
+    }
+
+    /// The searches of merging by alignment, in order, and how many rounds each.
+    fn searches(unlike_blocks: bool) -> &'static [(Partners, usize)] {
+        if unlike_blocks {
+            &[
+                (Partners::SameBlocks, ROUNDS),
+                (Partners::SameBlockCount, UNLIKE_BLOCKS_ROUNDS),
+                (Partners::AnyBlocks, UNLIKE_BLOCKS_ROUNDS),
+            ]
+        } else {
+            &[(Partners::SameBlocks, ROUNDS)]
+        }
+    }
 }
 
 /// Two functions to merge by alignment: the left (lower index) and the right.
-pub struct PairToTry<'l>(pub [Half<'l>; 2]);
+pub struct PairToTry<'l> {
+    /// The left and the right function.
+    pub halves: [Half<'l>; 2],
+    /// Whether their blocks may be unlike: other parameter types, blocks one side lacks
+    /// (otherwise they must pair one to one by position).
+    pub unlike_blocks: bool,
+}
 
 /// One function of a [`PairToTry`], with what the try reads of it.
 pub struct Half<'l> {
@@ -403,8 +566,14 @@ pub enum Declined {
     /// Other calling conventions or returns, or parameters of which neither list is a
     /// prefix of the other (the rest plain integers).
     Signatures,
-    /// Another number of reachable blocks (every block must pair with one of the other).
+    /// Other numbers of reachable blocks, without unlike blocks ([`merge_aligned`]).
     BlockCounts,
+    /// Other numbers of reachable blocks, and functions too large to align as wholes
+    /// ([`UNLIKE_BLOCKS_CELLS`]).
+    LargeUnlikeBlocks {
+        /// Cells of the table.
+        cells: usize,
+    },
     /// The body cannot be built: a block on one side only or with other parameter types,
     /// terminators that do not merge, or something outside the builder's scope (jump
     /// tables, dynamic stack slots, stack maps, a value without a zero).
@@ -442,10 +611,15 @@ impl std::fmt::Display for Declined {
                 "their signatures differ beyond parameters of one a prefix of the other's"
             ),
             Declined::BlockCounts => write!(f, "they have other numbers of blocks"),
+            Declined::LargeUnlikeBlocks { cells } => write!(
+                f,
+                "they have other numbers of blocks, and aligning them as wholes takes \
+                 {cells} cells (at most {UNLIKE_BLOCKS_CELLS})"
+            ),
             Declined::OutOfScope => write!(
                 f,
-                "their blocks do not all pair (parameters, terminators) or they use what a \
-                 merged body cannot hold yet"
+                "their blocks do not all pair (parameters, terminators; unlike blocks are \
+                 off) or they use what a merged body cannot hold yet"
             ),
             Declined::Thunk => write!(f, "a thunk into the merged body cannot be written"),
             Declined::FrameReader => write!(
@@ -483,16 +657,13 @@ pub fn try_pair(
     cost_model: bool,
     thunks: &Thunks<'_>,
 ) -> Result<AlignedMerge, Declined> {
-    let [lh, rh] = &pair.0;
+    let [lh, rh] = &pair.halves;
     let (left, right) = (lh.member, rh.member);
     let (l, r): (&Function, &Function) = (&module.get(left).func, &module.get(right).func);
     let signature = build::body_signature(&l.signature, &r.signature)
         .filter(|_| l.dfg.num_blocks() > 0)
         .ok_or(Declined::Signatures)?;
     let (ll, rl) = (lh.linearised, rh.linearised);
-    if ll.block_count() != rl.block_count() {
-        return Err(Declined::BlockCounts);
-    }
     // The thunks depend on the body's signature alone: weighed first.
     let weigh = |member: FuncIndex, id: i64| {
         (thunks.weigh(module, isa, member, &signature, id)).ok_or(Declined::Thunk)
@@ -515,11 +686,30 @@ pub fn try_pair(
             smaller,
         });
     }
-    // Blocks pair one to one, in walk order: aligned block by block.
-    let alignment = align_blocks(ll, rl).ok_or(Declined::BlockCounts)?;
+    // Block by block when the block counts agree, as wholes otherwise.
+    // Blocks that do not pair by position are aligned with the whole functions: only
+    // while the table stays small.
+    let cells = (ll.items.len() + 1).saturating_mul(rl.items.len() + 1);
+    match (ll.block_count() == rl.block_count(), pair.unlike_blocks) {
+        (true, _) => {}
+        (false, false) => return Err(Declined::BlockCounts),
+        (false, true) if cells > UNLIKE_BLOCKS_CELLS => {
+            return Err(Declined::LargeUnlikeBlocks { cells })
+        }
+        (false, true) => {}
+    }
+    let alignment = align_for_merging(ll, rl);
     let uses = (lh.uses, rh.uses);
-    let body = build::build_body(l, r, (ll, rl), uses, &alignment, target.pointer_type())
-        .ok_or(Declined::OutOfScope)?;
+    let (body, unlike_blocks) = build::build_body(
+        l,
+        r,
+        (ll, rl),
+        uses,
+        &alignment,
+        target.pointer_type(),
+        pair.unlike_blocks,
+    )
+    .ok_or(Declined::OutOfScope)?;
     debug_assert_eq!(body.signature, signature);
     if super::similar::BranchProtection::of(isa)
         .is_some_and(|p| super::similar::adds_unlanded_indirect_branches(&body, [l, r], p))
@@ -538,6 +728,7 @@ pub fn try_pair(
         member_bytes,
         before,
         after,
+        unlike_blocks,
     })
 }
 
@@ -545,8 +736,11 @@ pub fn try_pair(
 struct Round<'l> {
     members: Vec<FuncIndex>,
     facts: Vec<&'l MemberFacts>,
-    /// Each member's [`pairing_key`], numbered: partners are searched among equal keys.
+    /// Each member's key for the round's kind of search ([`Partners`]), numbered:
+    /// partners are searched among equal keys.
     keys: Vec<u32>,
+    /// Whether the search is for unlike blocks ([`PairToTry::unlike_blocks`]).
+    unlike_blocks: bool,
 }
 
 /// One search: the best pairs among the round's members, skipping pairs already `tried`
@@ -578,7 +772,10 @@ fn one_round(
     let mut built: Vec<AlignedMerge> = pairs
         .par_iter()
         .filter_map(|p| {
-            let pair = PairToTry([half(p.left), half(p.right)]);
+            let pair = PairToTry {
+                halves: [half(p.left), half(p.right)],
+                unlike_blocks: round.unlike_blocks,
+            };
             try_pair(module, target, isa, &pair, cost_model, thunks).ok()
         })
         .collect();

@@ -133,6 +133,11 @@ pub struct SimilarGroup {
     /// the second); `false` for a group of holes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aligned: bool,
+    /// Merged by alignment with unlike blocks ([`SimilarOptions::unlike_blocks`]): the
+    /// body has blocks of one member alone, or branches where the members go to other
+    /// blocks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlike_blocks: bool,
     /// Bytes of the shared body in the object written (filled by the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<u64>,
@@ -154,6 +159,10 @@ pub struct SimilarOptions {
     /// align, differences guarded by an identifier parameter ([`super::aligned`]; on by
     /// default).
     pub alignment: bool,
+    /// Alignment merging also pairs functions whose blocks do not pair one to one by
+    /// position: blocks with other parameter types, blocks only one side has (each side's
+    /// alone in the body). More is merged at a higher cost (off by default; README).
+    pub unlike_blocks: bool,
 }
 
 impl Default for SimilarOptions {
@@ -161,6 +170,7 @@ impl Default for SimilarOptions {
         Self {
             cost_model: true,
             alignment: true,
+            unlike_blocks: false,
         }
     }
 }
@@ -269,6 +279,8 @@ struct Candidate {
     params: Vec<Vec<usize>>,
     /// A pair merged by alignment (its one parameter the identifier).
     aligned: bool,
+    /// Merged by alignment with unlike blocks ([`SimilarGroup::unlike_blocks`]).
+    unlike_blocks: bool,
 }
 
 /// A group merge-similar can merge, as built before the cost model decides: one member
@@ -796,6 +808,7 @@ pub fn merge_similar_keeping_replaced(
                 members,
                 holes: candidate.params.len(),
                 aligned: candidate.aligned,
+                unlike_blocks: candidate.unlike_blocks,
                 bytes_before: b.before,
                 bytes_after: b.after,
                 unmerged_bytes: b.unmerged,
@@ -863,8 +876,15 @@ fn aligned_pairs(
         .chain(made_equal.iter().flat_map(|(m, _)| m.iter().copied()));
     let free = left_for_alignment(module, siblings, taken);
     let identifier = identifier_thunks(module, isa);
-    let (merged, failed) =
-        super::aligned::merge_aligned(module, target, isa, &free, similar.cost_model, &identifier);
+    let (merged, failed) = super::aligned::merge_aligned(
+        module,
+        target,
+        isa,
+        &free,
+        similar.cost_model,
+        similar.unlike_blocks,
+        &identifier,
+    );
     let pairs = merged
         .into_iter()
         .map(|(merged, thunks)| {
@@ -881,6 +901,7 @@ fn aligned_pairs(
                     // Only the identifier is reported.
                     params: vec![vec![0]],
                     aligned: true,
+                    unlike_blocks: merged.unlike_blocks,
                 },
                 Built {
                     body: merged.body,
@@ -934,9 +955,10 @@ pub fn explain_aligned(
     isa: &dyn TargetIsa,
     a: FuncIndex,
     b: FuncIndex,
+    unlike_blocks: bool,
 ) -> Result<(u64, u64), super::aligned::Declined> {
     let writer = identifier_thunks(module, isa);
-    super::aligned::explain_pair(module, target, isa, a, b, &writer)
+    super::aligned::explain_pair(module, target, isa, a, b, unlike_blocks, &writer)
 }
 
 /// A candidate's shared body (named later) and one thunk per representative.
@@ -1031,6 +1053,7 @@ fn split_by_limit(
                 members: ms,
                 params: parameters(run, values),
                 aligned: false,
+                unlike_blocks: false,
             });
         }
         run.clear();

@@ -223,6 +223,10 @@ pub enum Variant {
     NoCodeFolding,
     /// `--no-alignment-merging`: merge-similar's groups with holes only.
     NoAlignmentMerging,
+    /// `--align-unlike-blocks`: alignment merging also pairs functions whose blocks do not
+    /// pair one to one (blocks one side lacks, other parameter types), so that the
+    /// near-twin families' extra blocks are merged.
+    UnlikeBlocks,
     /// `--set unwind_info=false`: no `.eh_frame`.
     NoUnwindInfo,
     /// `--emit-clif`: the merged module written as CLIF, which is then compiled as it is
@@ -269,7 +273,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant but `Plain`, in the order seeds take them.
-    pub const OTHERS: [Variant; 13] = [
+    pub const OTHERS: [Variant; 14] = [
         Variant::FunctionSections,
         Variant::AddressesInsignificant,
         Variant::NoCycles,
@@ -283,6 +287,7 @@ impl Variant {
         Variant::StandardBranchProtection,
         Variant::BKeyBranchProtection,
         Variant::ClifThunksNoFramePointers,
+        Variant::UnlikeBlocks,
     ];
 
     /// The command-line arguments it adds: its options, then `--set` for each of its
@@ -294,6 +299,7 @@ impl Variant {
             Variant::NoCycles => &["--no-cycles"],
             Variant::NoCodeFolding => &["--no-code-folding"],
             Variant::NoAlignmentMerging => &["--no-alignment-merging"],
+            Variant::UnlikeBlocks => &["--align-unlike-blocks"],
             Variant::ClifThunks | Variant::ClifThunksNoFramePointers => &["--clif-thunks"],
             // The CLIF is written besides the object ([`run_object`] names the file).
             Variant::EmittedClif => &[],
@@ -338,6 +344,7 @@ impl Variant {
             | Variant::NoCycles
             | Variant::NoCodeFolding
             | Variant::NoAlignmentMerging
+            | Variant::UnlikeBlocks
             | Variant::EmittedClif
             | Variant::ClifThunks => &[],
         }
@@ -401,6 +408,7 @@ impl Variant {
             Variant::NoCycles => "no-cycles",
             Variant::NoCodeFolding => "no-code-folding",
             Variant::NoAlignmentMerging => "no-alignment-merging",
+            Variant::UnlikeBlocks => "align-unlike-blocks",
             Variant::NoUnwindInfo => "no-unwind-info",
             Variant::EmittedClif => "emitted-clif",
             Variant::ClifThunks => "clif-thunks",
@@ -426,6 +434,7 @@ impl Variant {
             | Variant::NoCycles
             | Variant::NoCodeFolding
             | Variant::NoAlignmentMerging
+            | Variant::UnlikeBlocks
             | Variant::NoUnwindInfo
             | Variant::ClifThunks
             | Variant::ClifThunksNoFramePointers => true,
@@ -582,6 +591,18 @@ pub fn clif_merge_args(
     args
 }
 
+/// Bodies merged by alignment with unlike blocks ([`Variant::UnlikeBlocks`]) in every build
+/// so far, in this process: the tests require some, so that such bodies are known to have
+/// run.
+pub static UNLIKE_BLOCK_BODIES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Count the bodies merged with unlike blocks in `similar` ([`UNLIKE_BLOCK_BODIES`]).
+fn count_unlike_block_bodies(similar: Option<&clif_merge::merge::similar::SimilarReport>) {
+    let n = similar.map_or(0, |r| r.groups.iter().filter(|g| g.unlike_blocks).count());
+    UNLIKE_BLOCK_BODIES.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Merging by alignment drops a body Cranelift's verifier rejects (release builds do not
 /// stop for it): the pair runs unmerged and behaves, so the outputs cannot tell. Such a
 /// body is a bug of the builder, an error here.
@@ -699,6 +720,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
+    count_unlike_block_bodies(report.similar.as_ref());
     constant_swaps_share_a_body(program, config, report.similar.as_ref(), |n| {
         format!("%{n}")
     })?;
@@ -1274,6 +1296,7 @@ pub mod jit {
             if config.similar {
                 merger = merger.with_merge_similar(SimilarOptions {
                     alignment: config.variant != Variant::NoAlignmentMerging,
+                    unlike_blocks: config.variant == Variant::UnlikeBlocks,
                     ..SimilarOptions::default()
                 });
             }
@@ -1284,6 +1307,7 @@ pub mod jit {
                 .define_in_jit(&mut module)
                 .map_err(|e| e.to_string())?;
             no_body_failed_the_verifier(merged.similar.as_ref())?;
+            count_unlike_block_bodies(merged.similar.as_ref());
             // The plugin names functions by their ids (`u0:ID`).
             let name = |n: &str| UserFuncName::user(0, ids[n].as_u32()).to_string();
             constant_swaps_share_a_body(program, config, merged.similar.as_ref(), name)?;

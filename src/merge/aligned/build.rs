@@ -5,8 +5,8 @@
 //! member a prefix of the other's (the rest plain integers: the shorter member's thunk
 //! passes zeros, which it never reads); every block pairs with one of the other side (the
 //! alignment's block items, entry with entry) whose parameters have the same types; and
-//! paired blocks end in terminators that merge. Within a pair of blocks the alignment's
-//! steps are walked in order:
+//! paired blocks end in terminators that merge. With *unlike blocks* the blocks need not
+//! pair (below). Within a pair of blocks the alignment's steps are walked in order:
 //!
 //! - a pair of instructions equal up to their value operands (entities compared after
 //!   importing both into the body: callees by name, memory flags by content, ...) becomes
@@ -29,7 +29,17 @@
 //!   side effect keeps its order on its side.
 //!
 //! Paired blocks keep the members' control flow (diamonds are inside blocks), so every
-//! value's definition still dominates its uses. `get_exception_handler_address` names the
+//! value's definition still dominates its uses.
+//!
+//! With unlike blocks, a block header the alignment leaves unpaired becomes a body block
+//! of its side alone, copied as it is (only that member reaches it, so nothing is
+//! guarded); paired headers whose parameter types differ become one block that takes the
+//! left's parameters and then the right's, each side's branches passing zeros (made at the
+//! top of the entry) for the other's; an instruction pair whose blocks are not one body
+//! block is taken apart; and paired terminators going to other blocks each run behind a
+//! branch on the identifier. The body's control flow is then the union of the members',
+//! where a use may no longer be dominated by its definition: `super::dominance` carries
+//! such values through block parameters. `get_exception_handler_address` names the
 //! block that ends in its `try_call`, which is the last block its paired block became.
 //! Anything outside the scope — jump tables, dynamic stack slots, user stack maps,
 //! terminators that differ, a zero that cannot be written (vectors, `i128`), an entity
@@ -49,6 +59,7 @@ use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
 use smallvec::SmallVec;
 
+use super::dominance;
 use crate::detect::align::{Alignment, Step};
 use crate::detect::fingerprint::{ItemKind, ItemRef, Linearised};
 
@@ -113,6 +124,25 @@ struct Builder<'a> {
     handlers: Vec<(Inst, Side)>,
     /// `select(id, a, b)` made in a block, reused by later operands of that block.
     selects: FxHashMap<(Block, Value, Value), Value>,
+    /// Whether blocks may be unlike (a block of one side alone, terminators to other
+    /// blocks); otherwise the body keeps each member's control flow.
+    unlike_blocks: bool,
+    /// Set when the body's control flow is the union of the members' rather than each
+    /// one's (a block of one side alone, terminators to other blocks): some uses may need
+    /// [`dominance::repair`].
+    flows_apart: bool,
+    /// Blocks that take both sides' parameters, with the types of each side's: a branch
+    /// of one side passes zeros for the other's.
+    padding: FxHashMap<Block, Padding>,
+    /// Zeros at the top of the entry block, by type: they dominate every block.
+    zeros: FxHashMap<Type, Value>,
+}
+
+/// The parameter types of each side of a block that takes both sides' parameters.
+#[derive(Default)]
+struct Padding {
+    left: SmallVec<[Type; 4]>,
+    right: SmallVec<[Type; 4]>,
 }
 
 /// Instructions waiting to be guarded by the identifier.
@@ -141,12 +171,17 @@ pub fn build_body<'a>(
     uses: (&'a OnceLock<UseCounts>, &'a OnceLock<UseCounts>),
     alignment: &Alignment,
     pointer: Type,
-) -> Option<Box<Function>> {
+    unlike_blocks: bool,
+) -> Option<(Box<Function>, bool)> {
     let signature = body_signature(&left.signature, &right.signature)?;
     if !in_scope(left) || !in_scope(right) {
         return None;
     }
-    let blocks = block_pairs(left, right, lin, alignment)?;
+    let BodyBlocks { blocks, steps } = body_blocks(left, right, lin, alignment)?;
+    // Without unlike blocks every block pairs, with equal parameter types.
+    if !unlike_blocks && blocks.iter().any(|b| b.alone().is_some() || b.both_params) {
+        return None;
+    }
     let mut b = Builder {
         body: empty_body(left, right, signature),
         id: Value::from_u32(0),
@@ -162,18 +197,47 @@ pub fn build_body<'a>(
         failed: false,
         handlers: Vec::new(),
         selects: FxHashMap::default(),
+        unlike_blocks,
+        flows_apart: false,
+        padding: FxHashMap::default(),
+        zeros: FxHashMap::default(),
     };
     b.import_stack_slots();
 
     // Blocks, with their parameters paired; the entry gets the identifier last.
-    for (i, &(lb, rb, _)) in blocks.iter().enumerate() {
+    let mut body_blocks = Vec::with_capacity(blocks.len());
+    for (i, body_block) in blocks.iter().enumerate() {
         let block = b.body.dfg.make_block();
-        if left.layout.is_cold(lb) && right.layout.is_cold(rb) {
+        body_blocks.push(block);
+        let cold = |f: &Function, side: Option<Block>| side.is_none_or(|s| f.layout.is_cold(s));
+        if cold(left, body_block.left) && cold(right, body_block.right) {
             b.body.layout.set_cold(block);
         }
-        let (lp, rp) = (left.dfg.block_params(lb), right.dfg.block_params(rb));
+        let params = |f: &'a Function, side: Option<Block>| -> &'a [Value] {
+            side.map_or(&[], |s| f.dfg.block_params(s))
+        };
+        let (lp, rp) = (
+            params(left, body_block.left),
+            params(right, body_block.right),
+        );
+        if body_block.both_params {
+            // Each side's parameters apart: the left's, then the right's.
+            let mut padding = Padding::default();
+            for &l in lp {
+                let ty = left.dfg.value_type(l);
+                b.imported[0].values[l] = b.body.dfg.append_block_param(block, ty).into();
+                padding.left.push(ty);
+            }
+            for &r in rp {
+                let ty = right.dfg.value_type(r);
+                b.imported[1].values[r] = b.body.dfg.append_block_param(block, ty).into();
+                padding.right.push(ty);
+            }
+            b.padding.insert(block, padding);
+            b.flows_apart = true;
+        }
         // Paired parameters; the entry's may be longer on one side (`body_signature`).
-        for i in 0..lp.len().max(rp.len()) {
+        for i in (0..lp.len().max(rp.len())).filter(|_| !body_block.both_params) {
             let (l, r) = (lp.get(i), rp.get(i));
             let ty = match (l, r) {
                 (Some(&l), _) => left.dfg.value_type(l),
@@ -191,8 +255,14 @@ pub fn build_body<'a>(
         if i == 0 {
             b.id = b.body.dfg.append_block_param(block, ID_TYPE);
         }
-        b.imported[0].blocks[lb] = block.into();
-        b.imported[1].blocks[rb] = block.into();
+        if let Some(lb) = body_block.left {
+            b.imported[0].blocks[lb] = block.into();
+        }
+        if let Some(rb) = body_block.right {
+            b.imported[1].blocks[rb] = block.into();
+        }
+        // A block of one side alone: the control flow is no longer each member's.
+        b.flows_apart |= body_block.alone().is_some();
     }
     let limits = (
         left.stack_limit.map(|gv| b.global_value(Side::Left, gv)),
@@ -203,13 +273,18 @@ pub fn build_body<'a>(
     }
     b.body.stack_limit = limits.0;
 
-    // Where each paired block's terminator ended up (diamonds split blocks): what
+    // Where each body block's terminators ended up (diamonds split blocks): what
     // `get_exception_handler_address` names.
     let mut ends: FxHashMap<Block, [Block; 2]> = FxHashMap::default();
-    for (lb, _, steps) in &blocks {
-        let block = b.imported[0].blocks[*lb].expand()?;
+    for (body_block, &block) in blocks.iter().zip(&body_blocks) {
         b.body.layout.append_block(block);
-        let end = b.fill_block(block, steps)?;
+        let end = match body_block.alone() {
+            None => b.fill_block(block, &steps[body_block.steps.clone()])?,
+            Some((side, _)) => {
+                b.fill_alone(block, side, &steps[body_block.steps.clone()])?;
+                [block, block]
+            }
+        };
         if b.failed {
             return None;
         }
@@ -221,7 +296,10 @@ pub fn build_body<'a>(
             *block = ends.get(block)?[side as usize];
         }
     }
-    Some(b.body)
+    if b.flows_apart {
+        dominance::repair(&mut b.body)?;
+    }
+    Some((b.body, b.flows_apart))
 }
 
 /// An empty function with `signature`, its tables' room that of the larger member (the
@@ -284,60 +362,129 @@ fn in_scope(func: &Function) -> bool {
         })
 }
 
-/// The paired blocks in walk order, each with the instruction steps between its header
-/// and the next; `None` when a block is on one side only or parameter types differ.
-fn block_pairs<'s>(
+/// A block of the body: a pair of the members' blocks, or one member's block alone, with
+/// the alignment's steps of its instructions in order.
+struct BodyBlock {
+    left: Option<Block>,
+    right: Option<Block>,
+    /// A pair whose parameter types differ: the body block takes the left's parameters,
+    /// then the right's, and each side's branches pass zeros for the other's.
+    both_params: bool,
+    /// Its steps: a range of [`BodyBlocks::steps`].
+    steps: std::ops::Range<usize>,
+}
+
+/// The body's blocks, and the alignment's steps of their instructions, block after block.
+struct BodyBlocks {
+    blocks: Vec<BodyBlock>,
+    steps: Vec<Step>,
+}
+
+impl BodyBlock {
+    /// The side whose block alone this is; `None` for a pair.
+    fn alone(&self) -> Option<(Side, Block)> {
+        match (self.left, self.right) {
+            (Some(l), None) => Some((Side::Left, l)),
+            (None, Some(r)) => Some((Side::Right, r)),
+            _ => None,
+        }
+    }
+}
+
+/// The body's blocks in the alignment's order: paired block headers are one block (taking
+/// both sides' parameters when their types differ), every other header a block of its side
+/// alone; each instruction
+/// goes to the block of its own side's block, and a pair of instructions whose blocks are
+/// not one body block is taken apart (each side's alone). `None` when the entry blocks do
+/// not pair (their parameters are the signatures', of which one may be a prefix of the
+/// other's, checked by `body_signature`).
+fn body_blocks(
     left: &Function,
     right: &Function,
     (ll, rl): (&Linearised, &Linearised),
-    alignment: &'s Alignment,
-) -> Option<Vec<(Block, Block, &'s [Step])>> {
-    let mut out: Vec<(Block, Block, usize)> = Vec::new();
-    let mut ends = Vec::new();
-    for (i, step) in alignment.steps.iter().enumerate() {
-        let (l, r) = match *step {
-            Step::Pair(l, r, _) => (ll.items[l].kind, rl.items[r].kind),
-            Step::LeftOnly(l) if ll.items[l].is_block() => return None,
-            Step::RightOnly(r) if rl.items[r].is_block() => return None,
-            Step::LeftOnly(_) | Step::RightOnly(_) => continue,
-        };
-        match (l, r) {
-            (ItemKind::Block(lb), ItemKind::Block(rb)) => {
-                let types = |f: &Function, b: Block| -> Vec<Type> {
-                    f.dfg
-                        .block_params(b)
-                        .iter()
-                        .map(|&v| f.dfg.value_type(v))
-                        .collect()
-                };
-                let (lt, rt) = (types(left, lb), types(right, rb));
-                // The entry blocks' parameters are the signatures' (checked by
-                // `body_signature`): one may be a prefix of the other.
-                let entry = out.is_empty();
-                if lt != rt && !(entry && (lt.starts_with(&rt) || rt.starts_with(&lt))) {
-                    return None;
+    alignment: &Alignment,
+) -> Option<BodyBlocks> {
+    let types = |f: &Function, b: Block| -> SmallVec<[Type; 4]> {
+        f.dfg
+            .block_params(b)
+            .iter()
+            .map(|&v| f.dfg.value_type(v))
+            .collect()
+    };
+    let mut out: Vec<BodyBlock> = Vec::new();
+    // Each instruction's step with the body block it goes to.
+    let mut placed: Vec<(usize, Step)> = Vec::with_capacity(alignment.steps.len());
+    // The body block of the block each side is in.
+    let (mut at_left, mut at_right): (Option<usize>, Option<usize>) = (None, None);
+    let open = |out: &mut Vec<BodyBlock>, left: Option<Block>, right: Option<Block>| {
+        out.push(BodyBlock {
+            left,
+            right,
+            both_params: false,
+            steps: 0..0,
+        });
+        out.len() - 1
+    };
+    for step in &alignment.steps {
+        match *step {
+            Step::Pair(l, r, _) => match (ll.items[l].kind, rl.items[r].kind) {
+                (ItemKind::Block(lb), ItemKind::Block(rb)) => {
+                    let (lt, rt) = (types(left, lb), types(right, rb));
+                    let entry = out.is_empty();
+                    if entry && !(lt.starts_with(&rt) || rt.starts_with(&lt)) {
+                        return None;
+                    }
+                    let at = open(&mut out, Some(lb), Some(rb));
+                    out[at].both_params = !entry && lt != rt;
+                    (at_left, at_right) = (Some(at), Some(at));
                 }
-                if !out.is_empty() {
-                    ends.push(i);
+                (ItemKind::Inst(..), ItemKind::Inst(..)) => {
+                    let (a, b) = (at_left?, at_right?);
+                    if a == b {
+                        placed.push((a, *step));
+                    } else {
+                        placed.push((a, Step::LeftOnly(l)));
+                        placed.push((b, Step::RightOnly(r)));
+                    }
                 }
-                out.push((lb, rb, i + 1));
-            }
-            (ItemKind::Inst(..), ItemKind::Inst(..)) => {}
-            _ => return None,
+                _ => return None,
+            },
+            Step::LeftOnly(l) => match ll.items[l].kind {
+                ItemKind::Block(lb) if !out.is_empty() => {
+                    at_left = Some(open(&mut out, Some(lb), None))
+                }
+                ItemKind::Block(_) => return None,
+                ItemKind::Inst(..) => placed.push((at_left?, *step)),
+            },
+            Step::RightOnly(r) => match rl.items[r].kind {
+                ItemKind::Block(rb) if !out.is_empty() => {
+                    at_right = Some(open(&mut out, None, Some(rb)))
+                }
+                ItemKind::Block(_) => return None,
+                ItemKind::Inst(..) => placed.push((at_right?, *step)),
+            },
         }
     }
-    ends.push(alignment.steps.len());
-    // The first items of both walks are the entry blocks.
+    // The first items of both walks are the entry blocks, paired.
     let first = out.first()?;
-    if Some(first.0) != left.layout.entry_block() || Some(first.1) != right.layout.entry_block() {
+    if first.left != left.layout.entry_block() || first.right != right.layout.entry_block() {
         return None;
     }
-    Some(
-        out.into_iter()
-            .zip(ends)
-            .map(|((l, r, start), end)| (l, r, &alignment.steps[start..end]))
-            .collect(),
-    )
+    // Block after block, each side's steps in their order (blocks that pair one to one
+    // by position come in order already).
+    if !placed.is_sorted_by_key(|(at, _)| *at) {
+        placed.sort_by_key(|(at, _)| *at);
+    }
+    let mut start = 0;
+    for (at, block) in out.iter_mut().enumerate() {
+        let end = start + placed[start..].iter().take_while(|(a, _)| *a == at).count();
+        block.steps = start..end;
+        start = end;
+    }
+    Some(BodyBlocks {
+        blocks: out,
+        steps: placed.into_iter().map(|(_, step)| step).collect(),
+    })
 }
 
 /// How often each of a function's values is read, aliases resolved.
@@ -820,13 +967,16 @@ impl<'a> Builder<'a> {
                     .then_some([block, block])
             }
             [Some(l), Some(r)] => {
-                // Both must go to the same paired blocks, so that the body's control flow
-                // stays each member's (and every definition still dominates its uses).
+                // Going to other blocks, the body's control flow becomes the union of the
+                // members': uses may need carrying to stay dominated.
                 if self.successors(Side::Left, l)? != self.successors(Side::Right, r)? {
-                    return None;
+                    if !self.unlike_blocks {
+                        return None;
+                    }
+                    self.flows_apart = true;
                 }
                 // What is pending joins first; then each side's terminator in an arm of
-                // its own (the successors are paired blocks, reached from both arms).
+                // its own.
                 block = self.close(block, &mut pending)?;
                 let arms = [self.body.dfg.make_block(), self.body.dfg.make_block()];
                 for (arm, side, inst) in [(arms[0], Side::Left, l), (arms[1], Side::Right, r)] {
@@ -845,6 +995,29 @@ impl<'a> Builder<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Copy a block of `side` alone (`steps` are all that side's) into `block`: only that
+    /// member runs it, so nothing is guarded.
+    fn fill_alone(&mut self, block: Block, side: Side, steps: &[Step]) -> Option<()> {
+        for step in steps {
+            let item = match *step {
+                Step::LeftOnly(item) if side == Side::Left => item,
+                Step::RightOnly(item) if side == Side::Right => item,
+                Step::LeftOnly(_) | Step::RightOnly(_) | Step::Pair(..) => return None,
+            };
+            let inst = self.inst_of(side, item)?;
+            self.emit_own(side, inst, block);
+            if self.failed {
+                return None;
+            }
+        }
+        // The block ends in its terminator.
+        let last = self.body.layout.last_inst(block)?;
+        self.body.dfg.insts[last]
+            .opcode()
+            .is_terminator()
+            .then_some(())
     }
 
     /// The body's blocks `inst` of `side` may branch to, in order.
@@ -980,6 +1153,24 @@ impl<'a> Builder<'a> {
     }
 
     /// A zero of `ty` appended to `block`, for the path that does not define a value.
+    /// A zero of `ty` at the top of the entry block (one per type); `None` for a type
+    /// without one here (vectors, `i128`).
+    fn entry_zero(&mut self, ty: Type) -> Option<Value> {
+        if let Some(&z) = self.zeros.get(&ty) {
+            return Some(z);
+        }
+        let entry = self.body.layout.entry_block()?;
+        let mut pos = FuncCursor::new(&mut self.body).at_first_insertion_point(entry);
+        let z = match ty {
+            types::I8 | types::I16 | types::I32 | types::I64 => pos.ins().iconst(ty, 0),
+            types::F32 => pos.ins().f32const(0.0),
+            types::F64 => pos.ins().f64const(0.0),
+            _ => return None,
+        };
+        self.zeros.insert(ty, z);
+        Some(z)
+    }
+
     fn zero(&mut self, ty: Type, block: Block) -> Option<Value> {
         let mut pos = FuncCursor::new(&mut self.body).at_bottom(block);
         Some(match ty {
@@ -1270,6 +1461,28 @@ impl InstructionMapper for Mapper<'_, '_, '_> {
                 BlockArg::TryCallRet(_) | BlockArg::TryCallExn(_) => mapped.push(arg),
             }
         }
+        // A block that takes both sides' parameters gets zeros for the other side's.
+        if let Some(padding) = self.b.padding.get(&block) {
+            let (before, after) = match self.side {
+                Side::Left => (SmallVec::new(), padding.right.clone()),
+                Side::Right => (padding.left.clone(), SmallVec::new()),
+            };
+            let zeros = |types: SmallVec<[Type; 4]>, b: &mut Builder| -> Vec<BlockArg> {
+                (types.into_iter())
+                    .map(|ty| match b.entry_zero(ty) {
+                        Some(z) => BlockArg::Value(z),
+                        None => {
+                            b.failed = true;
+                            BlockArg::Value(Value::from_u32(0))
+                        }
+                    })
+                    .collect()
+            };
+            let mut padded = zeros(before, self.b);
+            padded.append(&mut mapped);
+            padded.append(&mut zeros(after, self.b));
+            mapped = padded;
+        }
         BlockCall::new(block, mapped, &mut self.b.body.dfg.value_lists)
     }
 
@@ -1409,6 +1622,10 @@ mod tests {
                     failed: false,
                     handlers: Vec::new(),
                     selects: FxHashMap::default(),
+                    unlike_blocks: false,
+                    flows_apart: false,
+                    padding: FxHashMap::default(),
+                    zeros: FxHashMap::default(),
                 };
                 let insts = |f: &'_ Function| -> Vec<Inst> {
                     f.layout
