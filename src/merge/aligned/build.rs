@@ -1156,19 +1156,8 @@ impl<'a> Builder<'a> {
     /// A zero of `ty` at the top of the entry block (one per type); `None` for a type
     /// without one here (vectors, `i128`).
     fn entry_zero(&mut self, ty: Type) -> Option<Value> {
-        if let Some(&z) = self.zeros.get(&ty) {
-            return Some(z);
-        }
         let entry = self.body.layout.entry_block()?;
-        let mut pos = FuncCursor::new(&mut self.body).at_first_insertion_point(entry);
-        let z = match ty {
-            types::I8 | types::I16 | types::I32 | types::I64 => pos.ins().iconst(ty, 0),
-            types::F32 => pos.ins().f32const(0.0),
-            types::F64 => pos.ins().f64const(0.0),
-            _ => return None,
-        };
-        self.zeros.insert(ty, z);
-        Some(z)
+        dominance::zero(&mut self.body, entry, ty, &mut self.zeros)
     }
 
     fn zero(&mut self, ty: Type, block: Block) -> Option<Value> {

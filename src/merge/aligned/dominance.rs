@@ -212,8 +212,9 @@ impl Flow {
     }
 }
 
-/// A zero of `ty` at the top of the entry block (one per type).
-fn zero(
+/// A zero of `ty` at the top of the entry block (one per type, kept in `zeros`): it
+/// dominates every block. `None` for a type without one here (vectors, `i128`).
+pub(super) fn zero(
     func: &mut Function,
     entry: Block,
     ty: Type,
