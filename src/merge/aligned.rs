@@ -397,7 +397,8 @@ enum Partners {
     /// ([`same_blocks_key`]).
     SameBlocks,
     /// Functions with as many blocks, whatever their parameter types
-    /// ([`block_count_key`]): blocks whose types differ are each their side's alone.
+    /// ([`block_count_key`]): a body block of two whose types differ takes both members'
+    /// parameters.
     SameBlockCount,
     /// Functions whose signatures merge, whatever their blocks ([`signature_key`]).
     AnyBlocks,
