@@ -161,8 +161,10 @@ impl Diamond {
 }
 
 /// The merged body of `left` and `right` along `alignment` (of their linearisations
-/// `lin`), with the members' signature and an [`ID_TYPE`] parameter appended; `None` when
-/// the pair is outside the scope (module docs). `uses` holds (or is given) each member's
+/// `lin`), with the members' signature and an [`ID_TYPE`] parameter appended, and whether
+/// its blocks are unlike (only with `unlike_blocks`: a block of one member alone, a block
+/// taking both members' parameters, or branches to other blocks); `None` when the pair is
+/// outside the scope (module docs). `uses` holds (or is given) each member's
 /// [`use_counts`]: a function in several pairs counts its uses once.
 pub fn build_body<'a>(
     left: &'a Function,
