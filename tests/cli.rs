@@ -1034,23 +1034,22 @@ fn explain_shows_the_alignment_when_not_even_similar() {
 
 #[test]
 fn explain_says_why_alignment_declined_a_pair() {
-    let verdict = |a: &str, b: &str| {
-        let text = run(args![
+    let verdict_with = |a: &str, b: &str, options: &[&str]| {
+        let mut command = args![
             fixture("similar/aligned.clif"),
             "--target",
             X86,
-            "--merge-similar",
-            "--explain",
-            a,
-            b
-        ])
-        .ok()
-        .stdout;
+            "--merge-similar"
+        ];
+        command.extend(options.iter().map(OsString::from));
+        command.extend(args!["--explain", a, b]);
+        let text = run(command).ok().stdout;
         text.lines()
             .find_map(|l| l.strip_prefix("merging by alignment: not merged: "))
             .unwrap_or_else(|| panic!("no verdict:\n{text}"))
             .to_string()
     };
+    let verdict = |a: &str, b: &str| verdict_with(a, b, &[]);
     let starts = |a: &str, b: &str, expected: &str| {
         let v = verdict(a, b);
         assert!(v.starts_with(expected), "{a} {b}: {v}");
@@ -1058,6 +1057,14 @@ fn explain_says_why_alignment_declined_a_pair() {
     starts("%ret_a", "%ret_b", "their signatures differ");
     starts("%blk_a", "%blk_b", "they have other numbers of blocks");
     starts("%jt_a", "%jt_b", "their blocks do not all pair");
+    // With unlike blocks allowed, blocks need not pair: the verdict names only what still
+    // stops the body (here the jump tables).
+    let unlike = verdict_with("%jt_a", "%jt_b", &["--align-unlike-blocks"]);
+    assert!(
+        unlike.starts_with("their entry blocks, terminators or stack limits do not pair")
+            && unlike.contains("jump tables"),
+        "{unlike}"
+    );
     starts(
         "%call_a",
         "%term_b",

@@ -575,10 +575,15 @@ pub enum Declined {
         /// Cells of the table.
         cells: usize,
     },
-    /// The body cannot be built: a block on one side only or with other parameter types,
-    /// terminators that do not merge, or something outside the builder's scope (jump
-    /// tables, dynamic stack slots, stack maps, a value without a zero).
-    OutOfScope,
+    /// The body cannot be built: without unlike blocks, a block on one side only or with
+    /// other parameter types, or terminators going to other blocks; either way entry
+    /// blocks, terminators or stack limits that do not pair, or something outside the
+    /// builder's scope (jump tables, dynamic stack slots, stack maps, a value without a
+    /// zero).
+    OutOfScope {
+        /// Whether unlike blocks were allowed for this pair.
+        unlike_blocks: bool,
+    },
     /// A member's thunk cannot be written.
     Thunk,
     /// A member reads its frame, and a thunk would add one.
@@ -617,10 +622,20 @@ impl std::fmt::Display for Declined {
                 "they have other numbers of blocks, and aligning them as wholes takes \
                  {cells} cells (at most {UNLIKE_BLOCKS_CELLS})"
             ),
-            Declined::OutOfScope => write!(
+            Declined::OutOfScope {
+                unlike_blocks: false,
+            } => write!(
                 f,
                 "their blocks do not all pair (parameters, terminators; unlike blocks are \
                  off) or they use what a merged body cannot hold yet"
+            ),
+            Declined::OutOfScope {
+                unlike_blocks: true,
+            } => write!(
+                f,
+                "their entry blocks, terminators or stack limits do not pair, or they use \
+                 what a merged body cannot hold yet (jump tables, dynamic stack slots, stack \
+                 maps, a value of a type without a zero)"
             ),
             Declined::Thunk => write!(f, "a thunk into the merged body cannot be written"),
             Declined::FrameReader => write!(
@@ -710,7 +725,9 @@ pub fn try_pair(
         target.pointer_type(),
         pair.unlike_blocks,
     )
-    .ok_or(Declined::OutOfScope)?;
+    .ok_or(Declined::OutOfScope {
+        unlike_blocks: pair.unlike_blocks,
+    })?;
     debug_assert_eq!(body.signature, signature);
     if super::similar::BranchProtection::of(isa)
         .is_some_and(|p| super::similar::adds_unlanded_indirect_branches(&body, [l, r], p))

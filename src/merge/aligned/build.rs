@@ -236,7 +236,6 @@ pub fn build_body<'a>(
                 padding.right.push(ty);
             }
             b.padding.insert(block, padding);
-            b.flows_apart = true;
         }
         // Paired parameters; the entry's may be longer on one side (`body_signature`).
         for i in (0..lp.len().max(rp.len())).filter(|_| !body_block.both_params) {
@@ -298,10 +297,14 @@ pub fn build_body<'a>(
             *block = ends.get(block)?[side as usize];
         }
     }
+    // Blocks taking both members' parameters leave each member's control flow as it was
+    // (zeros are passed on that member's own edges): only a block of one side alone or
+    // terminators going to other blocks can leave a use undominated.
     if b.flows_apart {
         dominance::repair(&mut b.body)?;
     }
-    Some((b.body, b.flows_apart))
+    let unlike = b.flows_apart || blocks.iter().any(|b| b.both_params);
+    Some((b.body, unlike))
 }
 
 /// An empty function with `signature`, its tables' room that of the larger member (the
