@@ -4,7 +4,7 @@
 //!
 //! Two proptest properties drive the library in-process, the way the command does
 //! (read → verify → module → merge-similar, in half the cases, with or without alignment
-//! merging and its cost model → merge → emit-clif → object):
+//! merging, unlike blocks and the cost model → merge → emit-clif → object):
 //! - `mutated_inputs_never_panic`: the seeds (`fixtures/example.clif`,
 //!   `fixtures/fuzz/seeds/*.clif`) with random line, token and byte mutations;
 //! - `generated_modules_never_panic`: random modules of valid functions built to fold
@@ -161,7 +161,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
 /// (what builds the most shared bodies).
 fn similar_strategy() -> impl Strategy<Value = Option<SimilarOptions>> {
     prop_oneof![
-        3 => Just(None),
+        5 => Just(None),
         1 => Just(Some(SimilarOptions::default())),
         1 => Just(Some(SimilarOptions {
             cost_model: true,
@@ -173,6 +173,16 @@ fn similar_strategy() -> impl Strategy<Value = Option<SimilarOptions>> {
             alignment: true,
             ..SimilarOptions::default()
         })),
+        1 => Just(Some(SimilarOptions {
+            cost_model: false,
+            alignment: true,
+            unlike_blocks: true,
+        })),
+        1 => Just(Some(SimilarOptions {
+            cost_model: true,
+            alignment: true,
+            unlike_blocks: true,
+        })),
     ]
 }
 
@@ -182,6 +192,8 @@ struct Outcome {
     folded: usize,
     /// Merge-similar's thunks in the module (each member of a shared body is one).
     similar_thunks: usize,
+    /// Bodies merged by alignment with unlike blocks.
+    unlike_bodies: usize,
 }
 
 /// The command's path through the library for the file at `path`: read, verify, merge,
@@ -253,8 +265,11 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
     // Merge-similar rewrites the module first, as the command does; everything below
     // (the plan's consistency, the merged CLIF, the object) then checks its thunks and
     // shared bodies too.
+    let mut unlike_bodies = 0;
     if let (Some(similar), false) = (&cfg.similar, cfg.mode == MergeMode::Disabled) {
-        module = merge_similar(module, &target, &*isa, &options, similar).0;
+        let report;
+        (module, report) = merge_similar(module, &target, &*isa, &options, similar);
+        unlike_bodies = report.groups.iter().filter(|g| g.unlike_blocks).count();
     }
     let plan = merge(&module, &target, &options);
 
@@ -366,6 +381,7 @@ fn pipeline(path: &Path, cfg: &Config) -> Result<Outcome, String> {
     Ok(Outcome {
         folded: plan.folded_count(),
         similar_thunks: module.iter().filter(|(_, m)| m.similar_thunk).count(),
+        unlike_bodies,
     })
 }
 
@@ -1004,6 +1020,15 @@ fn generate(seed: u64) -> String {
                     Op::Bin(op, _, _) => *op = BINOPS[rng.below(BINOPS.len())],
                 }
             }
+            // Or with its blocks changed: a branch to two returns added or taken away, so
+            // that alignment merging meets other block counts (unlike blocks).
+            if rng.chance(40) {
+                let values = SIGS[copy.sig].0 + copy.ops.len();
+                copy.branch = match copy.branch {
+                    Some(_) => None,
+                    None => Some((rng.below(values), rng.below(values), rng.below(values))),
+                };
+            }
             funcs.push(copy);
             continue;
         }
@@ -1150,12 +1175,13 @@ fn generated_modules_are_valid_and_fold() {
     assert!(folded >= 50, "generated modules fold too little: {folded}");
 }
 
-/// The generated modules give merge-similar work too (near copies differ in constants),
-/// so that the fuzzing configurations with it build shared bodies, thunks and aligned
-/// pairs from what the generator and the mutations make.
+/// The generated modules give merge-similar work too (near copies differ in a constant,
+/// callee or operation, or gain or lose a branch), so that the fuzzing configurations with
+/// it build shared bodies, thunks, aligned pairs and bodies with unlike blocks from what
+/// the generator and the mutations make.
 #[test]
 fn generated_modules_merge_similar() {
-    let mut thunks = 0;
+    let (mut thunks, mut unlike) = (0, 0);
     for (target, similar) in [
         (
             TRIPLE,
@@ -1166,6 +1192,14 @@ fn generated_modules_merge_similar() {
             },
         ),
         (AARCH64, SimilarOptions::default()),
+        (
+            TRIPLE,
+            SimilarOptions {
+                cost_model: false,
+                alignment: true,
+                unlike_blocks: true,
+            },
+        ),
     ] {
         let cfg = Config {
             triple: target,
@@ -1184,11 +1218,18 @@ fn generated_modules_merge_similar() {
             let outcome = check(text.as_bytes(), &cfg)
                 .unwrap_or_else(|e| panic!("seed {seed}, {target}: {e}\n{text}"));
             thunks += outcome.similar_thunks;
+            unlike += outcome.unlike_bodies;
         }
     }
     assert!(
         thunks >= 40,
         "merge-similar made too few thunks of generated modules: {thunks}"
+    );
+    // Copies whose branch was added or taken away meet alignment merging with unlike
+    // blocks (the third configuration).
+    assert!(
+        unlike >= 2,
+        "no generated module was merged with unlike blocks: {unlike}"
     );
 }
 
@@ -1221,6 +1262,11 @@ fn replay_configs() -> Vec<Config> {
                     alignment: false,
                     ..SimilarOptions::default()
                 }),
+                Some(SimilarOptions {
+                    cost_model: false,
+                    alignment: true,
+                    unlike_blocks: true,
+                }),
             ];
             for (linkages, similar) in [
                 vec![Linkage::Export],
@@ -1228,6 +1274,7 @@ fn replay_configs() -> Vec<Config> {
                 vec![Linkage::Hidden],
                 vec![Linkage::Preemptible],
                 vec![Linkage::Export, Linkage::Local, Linkage::Preemptible],
+                vec![Linkage::Hidden, Linkage::Export],
             ]
             .into_iter()
             .zip(similar)
@@ -1291,6 +1338,7 @@ fn fuzz_fixtures_do_not_panic_the_command() {
             &[][..],
             &["--set", "preserve_frame_pointers=true"][..],
             &["--merge-functions", "aliases", "--merge-similar"][..],
+            &["--merge-similar", "--align-unlike-blocks"][..],
         ] {
             let output = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
                 .arg(&file)

@@ -361,6 +361,10 @@ pub enum Edit {
     /// An extra block, entered on the low bit of a value, that changes the value (and
     /// stores it, in an entry): a block the template lacks.
     ExtraBlock,
+    /// The straight-line part goes on in a block of its own, entered by a jump: the same
+    /// computation in one block more, whose values the blocks after it read (in a body
+    /// merged with unlike blocks, through the dominance repair).
+    SplitBlock,
     /// The entry stores its return address and frame pointer (the template does not).
     ReadsFrame,
     /// The template's binary operation with its two operands exchanged: the same result
@@ -369,7 +373,7 @@ pub enum Edit {
 }
 
 impl Edit {
-    pub const ALL: [Edit; 14] = [
+    pub const ALL: [Edit; 15] = [
         Edit::ExtraPure,
         Edit::ExtraStore,
         Edit::ExtraCall,
@@ -382,6 +386,7 @@ impl Edit {
         Edit::LoopExtra,
         Edit::LoopArg,
         Edit::ExtraBlock,
+        Edit::SplitBlock,
         Edit::ReadsFrame,
         Edit::Commuted,
     ];
@@ -400,6 +405,7 @@ impl Edit {
             Edit::LoopExtra => "loop-extra",
             Edit::LoopArg => "loop-arg",
             Edit::ExtraBlock => "extra-block",
+            Edit::SplitBlock => "split-block",
             Edit::ReadsFrame => "reads-frame",
             Edit::Commuted => "commuted",
         }
@@ -1116,7 +1122,12 @@ impl<'a> Writer<'a> {
     /// parameter is returned (or handed to `finish`).
     fn body(&mut self, params: &[u32], mem: Option<u32>, stack: bool, ops: usize) -> u32 {
         let mut pool: Vec<u32> = params.to_vec();
-        for _ in 0..ops {
+        for i in 0..ops {
+            // Before the last operation: one instruction is in the new block alone, and
+            // the blocks after read its value.
+            if i + 1 == ops {
+                self.split_block();
+            }
             let v = self.op(&pool, mem, stack);
             pool.push(v);
         }
@@ -1193,6 +1204,18 @@ impl<'a> Writer<'a> {
         let line = format!("{} = iadd {}, {}", self.v(r), self.v(v), self.v(joined));
         self.line(&line);
         r
+    }
+
+    /// A point of [`Edit::SplitBlock`]: when edited, the block goes on in a new block
+    /// entered by a jump.
+    fn split_block(&mut self) {
+        if self.edit(Edit::SplitBlock).is_none() {
+            return;
+        }
+        self.applied(Edit::SplitBlock);
+        let block = self.block();
+        self.line(&format!("jump block{block}"));
+        self.start_block(block, &[]);
     }
 
     /// A point of [`Edit::ExtraBlock`]: when edited, a block the template lacks, entered on

@@ -280,14 +280,15 @@ impl Variant {
         Variant::NoCodeFolding,
         Variant::NoAlignmentMerging,
         Variant::NoUnwindInfo,
-        Variant::EmittedClif,
+        // Seed 6 of the default run: its program has pairs that merge with unlike blocks.
+        Variant::UnlikeBlocks,
         Variant::ClifThunks,
         Variant::BranchProtection,
         Variant::PointerAuthentication,
         Variant::StandardBranchProtection,
         Variant::BKeyBranchProtection,
         Variant::ClifThunksNoFramePointers,
-        Variant::UnlikeBlocks,
+        Variant::EmittedClif,
     ];
 
     /// The command-line arguments it adds: its options, then `--set` for each of its
@@ -591,16 +592,23 @@ pub fn clif_merge_args(
     args
 }
 
-/// Bodies merged by alignment with unlike blocks ([`Variant::UnlikeBlocks`]) in every build
-/// so far, in this process: the tests require some, so that such bodies are known to have
-/// run.
-pub static UNLIKE_BLOCK_BODIES: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
+thread_local! {
+    /// Bodies merged by alignment with unlike blocks ([`Variant::UnlikeBlocks`]) in the
+    /// builds this thread ran in-process ([`run`] of objects, and of JIT images for
+    /// another architecture): the tests require some, so that such bodies are known to
+    /// have run.
+    static UNLIKE_BLOCK_BODIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The bodies merged with unlike blocks by the builds this thread has run so far.
+pub fn unlike_block_bodies_on_this_thread() -> usize {
+    UNLIKE_BLOCK_BODIES.with(|n| n.get())
+}
 
 /// Count the bodies merged with unlike blocks in `similar` ([`UNLIKE_BLOCK_BODIES`]).
 fn count_unlike_block_bodies(similar: Option<&clif_merge::merge::similar::SimilarReport>) {
     let n = similar.map_or(0, |r| r.groups.iter().filter(|g| g.unlike_blocks).count());
-    UNLIKE_BLOCK_BODIES.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    UNLIKE_BLOCK_BODIES.with(|count| count.set(count.get() + n));
 }
 
 /// Merging by alignment drops a body Cranelift's verifier rejects (release builds do not
