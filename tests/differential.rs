@@ -488,16 +488,16 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
         "too few vector families or probes: {}",
         report(&tally)
     );
-    // Every other option of the command line was built with and run (those of an
-    // architecture this machine can run).
-    // The builds with unlike blocks merged some bodies so (the extra-block edits), not
-    // only bodies whose blocks pair: those bodies ran, and behaved.
+    // The builds with unlike blocks merged some bodies so (the extra-block and
+    // split-block edits), not only bodies whose blocks pair: those bodies ran, and behaved.
     assert!(
         tally.unlike_bodies.load(Ordering::Relaxed) > 0,
         "no body merged with unlike blocks (the seed whose variant is align-unlike-blocks \
          may need another place in Variant::OTHERS): {}",
         report(&tally)
     );
+    // Every other option of the command line was built with and run (those of an
+    // architecture this machine can run).
     let unbuilt: Vec<Variant> = Variant::OTHERS
         .iter()
         .zip(&tally.variant_builds)

@@ -1229,7 +1229,7 @@ fn generated_modules_merge_similar() {
     // blocks (the third configuration).
     assert!(
         unlike >= 2,
-        "no generated module was merged with unlike blocks: {unlike}"
+        "too few bodies of generated modules merged with unlike blocks: {unlike}"
     );
 }
 
