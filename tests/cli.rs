@@ -1650,7 +1650,7 @@ fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
     files.sort();
     let out = dir.path().join("s.o");
     let report = dir.path().join("s.json");
-    let object = |inputs: Vec<OsString>, threads: &str| {
+    let object_with = |inputs: Vec<OsString>, threads: &str, extra: &[&str]| {
         let mut a = inputs;
         a.extend(args![
             "-o",
@@ -1667,9 +1667,11 @@ fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
             "--threads",
             threads
         ]);
+        a.extend(extra.iter().map(OsString::from));
         run(a).ok();
         (std::fs::read(&out).unwrap(), read_json(&report))
     };
+    let object = |inputs: Vec<OsString>, threads: &str| object_with(inputs, threads, &[]);
     let forward: Vec<OsString> = files.iter().map(OsString::from).collect();
     let (reference, json) = object(forward.clone(), "1");
     let groups = json["similar"]["groups"]
@@ -1705,6 +1707,28 @@ fn merge_similar_rewrites_reports_and_does_not_depend_on_order_or_threads() {
     );
     for n in ["2", "4"] {
         assert!(reference == object(forward.clone(), n).0, "--threads {n}");
+    }
+    // With unlike blocks too (the search rounds among other keys, whole-function
+    // alignment, the dominance repair), on bodies that have them.
+    let unlike = ["--align-unlike-blocks"];
+    let (reference, json) = object_with(forward.clone(), "1", &unlike);
+    let unlike_groups = json["similar"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["unlike_blocks"] == true)
+        .count();
+    assert!(unlike_groups > 0, "no body with unlike blocks: {json}");
+    let backward: Vec<OsString> = files.iter().rev().map(OsString::from).collect();
+    assert!(
+        reference == object_with(backward, "2", &unlike).0,
+        "--align-unlike-blocks, files in reverse order"
+    );
+    for n in ["2", "4"] {
+        assert!(
+            reference == object_with(forward.clone(), n, &unlike).0,
+            "--align-unlike-blocks, --threads {n}"
+        );
     }
     // Without the flag there is no similar section.
     let mut plain = forward;
