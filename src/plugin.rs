@@ -453,7 +453,9 @@ impl Merged {
     /// compiler reads them for its trap tables, GC maps and line tables. `None` for a
     /// function the merger was not given, and for merge-similar's thunks written directly
     /// as machine code (they have no traps, calls or stack maps). The relocations inside
-    /// name clif-merge's own symbol numbers; the module holds the real ones.
+    /// name clif-merge's own symbol numbers; the module holds the real ones. Its bytes are
+    /// Cranelift's: on Windows x64 the code defined differs in its epilogues, rewritten at
+    /// the same offsets ([`crate::emit::windows_epilogue`]).
     pub fn compiled_code(&self, id: FuncId) -> Option<&CompiledCode> {
         self.code.get(&self.body_of(id)).map(|code| &**code)
     }

@@ -37,8 +37,10 @@
 //!   debugger), for the same Windows objects: a harness steps through every entry with the
 //!   trap flag under Wine and, at every instruction, unwinds with `RtlVirtualUnwind` to its
 //!   call site, which it must reach with the stack pointer and callee-saved registers it
-//!   left, except in Cranelift's own epilogue window (counted apart; unmerged code has it
-//!   too). Under merge-similar it steps through the pushes of `%grow_*`'s thunks. The same
+//!   left, at every instruction, Cranelift's epilogues included: clif-merge rewrites
+//!   them into a form Windows recognizes (`src/emit/windows_epilogue.rs`), and the steps
+//!   stopped at their `lea` must unwind too. Under merge-similar it steps through the pushes
+//!   of `%grow_*`'s thunks. The same
 //!   for the functions defined in a `JITModule` through the plugin in every mode, with
 //!   `Merged::jit_function_table`'s table registered by `RtlAddFunctionTable`.
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
@@ -898,8 +900,9 @@ fn run_single_step(
 }
 
 /// Check what [`SINGLE_STEP_HARNESS`] printed: every entry stepped through, every step
-/// unwound (Cranelift's epilogue windows aside), `%call_grow_*` through a thunk's pushes
-/// exactly when `grown`. Each entry's value, by name.
+/// unwound, none stopped in an epilogue Windows does not recognize, some at the `lea` of
+/// a rewritten epilogue, `%call_grow_*` through a thunk's pushes exactly when `grown`.
+/// Each entry's value, by name.
 fn check_stepped(
     printed: &str,
     grown: bool,
@@ -907,11 +910,12 @@ fn check_stepped(
     context: &str,
 ) -> BTreeMap<String, String> {
     let mut values = BTreeMap::new();
+    let mut lea_steps = 0;
     for line in printed.lines() {
         let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
         let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
         let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
-        // S steps, P pushes, E in epilogue windows, W wrong [rip...]
+        // S steps, P pushes, E in epilogue windows, L at lea epilogues, W wrong [rip...]
         let words: Vec<&str> = rest.split_whitespace().collect();
         let number = |i: usize| -> u64 {
             words
@@ -919,7 +923,8 @@ fn check_stepped(
                 .and_then(|w| w.parse().ok())
                 .unwrap_or_else(|| bad())
         };
-        let (steps, pushes, wrong) = (number(0), number(2), number(8));
+        let (steps, pushes, windows, leas, wrong) =
+            (number(0), number(2), number(4), number(8), number(12));
         assert!(
             steps > 0,
             "{context}: {name} was not stepped through:\n{printed}"
@@ -929,9 +934,21 @@ fn check_stepped(
             0,
             "{context}: stopped at {}, the unwinder did not find {name}'s caller with its \
              stack pointer and callee-saved registers (disassemble {}):\n{printed}",
-            words.get(10..).map(|w| w.join(" ")).unwrap_or_default(),
+            words.get(14..).map(|w| w.join(" ")).unwrap_or_default(),
             exe.display()
         );
+        // Cranelift's `add rsp, N; mov rsp, rbp`, which Windows does not take for an
+        // epilogue: stopped at the `mov`, the registers saved in the frame were read from
+        // below the stack pointer. Each is rewritten into a `nop` and a `lea`.
+        assert_eq!(
+            windows,
+            0,
+            "{context}: {name} stopped {windows} times at a `mov rsp, rbp` after `add rsp, N` \
+             where the unwinder did not find its caller: an epilogue left as Cranelift wrote \
+             it (disassemble {}):\n{printed}",
+            exe.display()
+        );
+        lea_steps += leas;
         assert_eq!(
             pushes > 0,
             grown && name.starts_with("call_grow_"),
@@ -948,6 +965,11 @@ fn check_stepped(
         values.keys().eq(names.iter()),
         "{context}: the harness did not step through every entry:\n{printed}"
     );
+    // The fixtures' functions with stack frames return through rewritten epilogues.
+    assert!(
+        lea_steps > 0,
+        "{context}: no step stopped at a rewritten epilogue's `lea rsp, [rbp+0]`:\n{printed}"
+    );
     values
 }
 
@@ -959,11 +981,12 @@ fn check_stepped(
 /// at every instruction the call runs (the entry, the functions and thunks it reaches,
 /// the callback), unwinds with `RtlLookupFunctionEntry` and `RtlVirtualUnwind` to the
 /// harness's call site, under Wine. Every step must get there with the stack pointer and
-/// the callee-saved registers of the entry's convention the call left, except in
-/// Cranelift's own epilogue window (`add rsp, N` then `mov rsp, rbp`, which Windows does
-/// not recognize as an epilogue: stopped at the `mov`, the registers saved in the frame
-/// lie below the stack pointer, where the exception's dispatch writes), which unmerged
-/// code has too and the harness counts apart. Under merge-similar, `%call_grow_*` must
+/// the callee-saved registers of the entry's convention the call left, Cranelift's
+/// epilogues included: its `add rsp, N` then `mov rsp, rbp` is no epilogue Windows
+/// recognizes (stopped at the `mov`, the registers saved in the frame lie below the stack
+/// pointer, where the exception's dispatch writes), so clif-merge writes a `nop` and
+/// `lea rsp, [rbp+0]` instead, and steps stop at that `lea` too. Under merge-similar,
+/// `%call_grow_*` must
 /// step through the pushes of a thunk that grows its stack area: the return address on
 /// top at every one of them is what lets this thunk have no `.pdata`. (Writing that
 /// thunk as on Linux, `sub rsp` and the return address copied down, fails here at the two

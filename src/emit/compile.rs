@@ -189,6 +189,14 @@ pub fn compile_bodies(
     share_alike: bool,
 ) -> Result<Compiled, EmitError> {
     let start = std::time::Instant::now();
+    // Windows x64 code compiles with its block starts recorded, for its epilogues.
+    let twin = super::windows_epilogue::compiling_isa(isa).map_err(|reason| {
+        EmitError::UnsupportedTarget {
+            target: isa.triple().to_string(),
+            reason,
+        }
+    })?;
+    let isa = twin.as_deref().unwrap_or(isa);
     let mut compiled = Compiled::default();
     let indices: Vec<FuncIndex> = module.indices().collect();
     // Names called as functions anywhere are functions; other symbol names are data.
@@ -499,19 +507,21 @@ pub(super) fn compile_one(
         ));
     }
     let call_conv = func.signature.call_conv;
+    // On Windows x64, with the block starts the epilogues are found by
+    // ([`super::windows_epilogue`]): the ISA given when it records them, else its twin.
+    let twin = super::windows_epilogue::compiling_isa(isa)?;
+    let isa = twin.as_deref().unwrap_or(isa);
     let (code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
         let relocs = module_relocs(&code, &ctx.func);
         (code, relocs)
     })?;
     let unwind = FrameInfo::of_compiled(&code, isa, call_conv)?;
-    let mut body = CompiledBody::new(
-        isa,
-        code.buffer.data().to_vec(),
-        u64::from(code.buffer.alignment),
-        relocs,
-        unwind,
-    );
+    let mut bytes = code.buffer.data().to_vec();
+    if super::windows_epilogue::applies_to(isa) {
+        super::windows_epilogue::rewrite(&mut bytes, &code.bb_starts);
+    }
+    let mut body = CompiledBody::new(isa, bytes, u64::from(code.buffer.alignment), relocs, unwind);
     body.code = Some(Arc::new(code));
     Ok(body)
 }

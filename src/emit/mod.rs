@@ -12,7 +12,9 @@
 //! - [`sizes`]: the bytes each function takes in `.text`, as defined (for reports);
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF);
 //! - [`unwind`]: unwind information of every defined body (`.eh_frame`, `.pdata`, JIT
-//!   frame registration), so exceptions and panics cross merged code.
+//!   frame registration), so exceptions and panics cross merged code;
+//! - [`windows_epilogue`]: Cranelift's Windows x64 epilogues in a form Windows' unwinder
+//!   recognizes, so that unwinding works at every instruction.
 
 pub mod clif;
 pub mod compile;
@@ -26,6 +28,7 @@ pub mod sizes;
 pub mod stencil;
 pub mod thunk;
 pub mod unwind;
+pub mod windows_epilogue;
 
 pub use object::{build_isa, text_bytes, EmitError, EmitOptions, EmitSummary};
 
