@@ -25,6 +25,13 @@
 //!   stepping through one instruction at a time, sees the same CFA and finds the thunk's
 //!   caller at every step (x86_64 natively; aarch64 with `gdb-multiarch` under
 //!   `qemu-aarch64 -g`).
+//! - `linux_x86_64_unwinds_at_every_instruction`: asynchronous unwinding (a sampler, a
+//!   signal handler) on x86_64 Linux: `fixtures/unwind/single_step_linux.c` steps through
+//!   every entry of both fixtures with the trap flag, in every configuration, PIC and not,
+//!   and at every instruction unwinds with libgcc's `_Unwind_Backtrace` from its SIGTRAP
+//!   handler to the harness's call site, which it must reach with the stack pointer and
+//!   callee-saved registers the call left: through Cranelift's epilogues (whose rules
+//!   clif-merge adds) and through thunks that are a single jump (whose FDE it writes).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -38,7 +45,7 @@
 //!   trap flag under Wine and, at every instruction, unwinds with `RtlVirtualUnwind` to its
 //!   call site, which it must reach with the stack pointer and callee-saved registers it
 //!   left, at every instruction, Cranelift's epilogues included: clif-merge rewrites
-//!   them into a form Windows recognizes (`src/emit/windows_epilogue.rs`), and the steps
+//!   them into a form Windows recognizes (`src/emit/x86_epilogues.rs`), and the steps
 //!   stopped at their `lea` must unwind too. Under merge-similar it steps through the pushes
 //!   of `%grow_*`'s thunks. The same
 //!   for the functions defined in a `JITModule` through the plugin in every mode, with
@@ -1056,6 +1063,103 @@ fn windows_x64_unwinds_at_every_instruction() {
             reference, values,
             "{context}: stepped entries returned other values than unmerged objects"
         );
+    }
+}
+
+/// The harness of [`linux_x86_64_unwinds_at_every_instruction`].
+const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
+
+/// Asynchronous unwinding on Linux x86_64 (`fixtures/unwind/single_step_linux.c`), as
+/// [`windows_x64_unwinds_at_every_instruction`] on Windows: the fixture and
+/// [`FASTCALL_FIXTURE`] compiled for `x86_64-unknown-linux-gnu` with PIC and without, in
+/// every configuration, linked with a harness that calls each entry with the trap flag set
+/// and, at every instruction the call runs, unwinds with libgcc's `_Unwind_Backtrace` from
+/// its SIGTRAP handler, which reads `.eh_frame` only (a sampler's unwinder does the same;
+/// gdb would not do: its own epilogue analysis hides a wrong rule at a `ret`). Every step
+/// must reach the harness's call site with the stack pointer and callee-saved registers the
+/// call left, Cranelift's epilogues included: its CFI says the CFA is `rbp + 16` up to the
+/// function's end, which after `pop rbp` is the caller's `rbp`, so clif-merge's FDEs add a
+/// row at each `ret` (and tail call's jump) that follows ([`clif_merge::emit::unwind`]).
+#[test]
+fn linux_x86_64_unwinds_at_every_instruction() {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) || !have("cc") {
+        eprintln!("skipping: needs an x86_64 Linux host and cc");
+        return;
+    }
+    let dir = scratch("single-step-linux");
+    let harness = dir.join("single_step.o");
+    run(Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-c"])
+        .arg(root().join(SINGLE_STEP_LINUX))
+        .arg("-o")
+        .arg(&harness));
+    let mut main = String::from(SINGLE_STEP_DECLARATIONS);
+    for (name, msabi) in stepped_entries() {
+        let abi = if msabi { "MSABI" } else { "SYSV" };
+        main += &format!("extern {abi} int64_t {name}(int64_t);\n");
+    }
+    main += &single_step_main("", |name| name.to_string());
+    let source = dir.join("main.c");
+    std::fs::write(&source, &main).unwrap();
+    let triple = "x86_64-unknown-linux-gnu";
+    let mut reference: Option<BTreeMap<String, String>> = None;
+    for pic in [true, false] {
+        for (i, (config, args)) in configurations().iter().enumerate() {
+            let context = format!("{triple}, is_pic={pic}, {config}");
+            let obj = dir.join(format!("m{i}-{pic}.o"));
+            clif_merge_fixture(FIXTURE, triple, pic, args, &[], &obj);
+            let fast = dir.join(format!("f{i}-{pic}.o"));
+            clif_merge_fixture(FASTCALL_FIXTURE, triple, pic, args, &[], &fast);
+            let exe = dir.join(format!("step{i}-{pic}"));
+            run(Command::new("cc")
+                .args(["-O1", "-no-pie", "-static"])
+                .arg(&source)
+                .arg(&harness)
+                .arg(&obj)
+                .arg(&fast)
+                .arg("-o")
+                .arg(&exe));
+            let printed = run(&mut Command::new(&exe));
+            let mut values = BTreeMap::new();
+            for line in printed.lines() {
+                let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
+                let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
+                let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
+                // S steps, W wrong [rip...]
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let number = |i: usize| -> u64 {
+                    words
+                        .get(i)
+                        .and_then(|w| w.parse().ok())
+                        .unwrap_or_else(|| bad())
+                };
+                let (steps, wrong) = (number(0), number(2));
+                assert!(
+                    steps > 0,
+                    "{context}: {name} was not stepped through:\n{printed}"
+                );
+                assert_eq!(
+                    wrong,
+                    0,
+                    "{context}: stopped at {}, libgcc's unwinder did not find {name}'s caller \
+                     with its stack pointer and callee-saved registers (disassemble {}):\n\
+                     {printed}",
+                    words.get(4..).map(|w| w.join(" ")).unwrap_or_default(),
+                    exe.display()
+                );
+                values.insert(name.to_string(), value.to_string());
+            }
+            assert_eq!(
+                values.len(),
+                stepped_entries().len(),
+                "{context}: the harness did not step through every entry:\n{printed}"
+            );
+            let reference = reference.get_or_insert_with(|| values.clone());
+            assert_eq!(
+                reference, &values,
+                "{context}: stepped entries returned other values than unmerged"
+            );
+        }
     }
 }
 

@@ -189,8 +189,8 @@ pub fn compile_bodies(
     share_alike: bool,
 ) -> Result<Compiled, EmitError> {
     let start = std::time::Instant::now();
-    // Windows x64 code compiles with its block starts recorded, for its epilogues.
-    let twin = super::windows_epilogue::compiling_isa(isa).map_err(|reason| {
+    // x86_64 code compiles with its block starts recorded, for its epilogues.
+    let twin = super::x86_epilogues::compiling_isa(isa).map_err(|reason| {
         EmitError::UnsupportedTarget {
             target: isa.triple().to_string(),
             reason,
@@ -497,7 +497,7 @@ pub(super) fn compile_one(
                 addend,
             });
         }
-        let frame = (!thunk.frame.is_empty()).then_some(FrameInfo::Written(thunk.frame));
+        let frame = FrameInfo::of_written_thunk(isa, thunk.frame);
         return Ok(CompiledBody::new(
             isa,
             thunk.bytes,
@@ -507,20 +507,25 @@ pub(super) fn compile_one(
         ));
     }
     let call_conv = func.signature.call_conv;
-    // On Windows x64, with the block starts the epilogues are found by
-    // ([`super::windows_epilogue`]): the ISA given when it records them, else its twin.
-    let twin = super::windows_epilogue::compiling_isa(isa)?;
+    // On x86_64, with the block starts its epilogues are found by
+    // ([`super::x86_epilogues`]): the ISA given when it records them, else its twin.
+    let twin = super::x86_epilogues::compiling_isa(isa)?;
     let isa = twin.as_deref().unwrap_or(isa);
     let (code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
         let relocs = module_relocs(&code, &ctx.func);
         (code, relocs)
     })?;
-    let unwind = FrameInfo::of_compiled(&code, isa, call_conv)?;
     let mut bytes = code.buffer.data().to_vec();
-    if super::windows_epilogue::applies_to(isa) {
-        super::windows_epilogue::rewrite(&mut bytes, &code.bb_starts);
+    let epilogues = if super::x86_epilogues::applies_to(isa) && isa.flags().unwind_info() {
+        super::x86_epilogues::epilogues(&bytes, &code.bb_starts)
+    } else {
+        Vec::new()
+    };
+    if super::x86_epilogues::rewrites_for(isa) {
+        super::x86_epilogues::rewrite_for_windows(&mut bytes, &epilogues);
     }
+    let unwind = FrameInfo::of_compiled(&code, isa, call_conv, epilogues)?;
     let mut body = CompiledBody::new(isa, bytes, u64::from(code.buffer.alignment), relocs, unwind);
     body.code = Some(Arc::new(code));
     Ok(body)

@@ -26,7 +26,7 @@ use cranelift_module::{
 use super::compile::{compile_one, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
 use super::sizes::padded;
 use super::thunk::{clif_thunk, jump_thunk, reaches_a_frame_reader};
-use super::unwind::Frames;
+use super::unwind::{FrameInfo, Frames};
 use super::{EmitError, EmitOptions, EmitSummary};
 use crate::merge::{Action, Body, FuncIndex, Linkage, MergePlan, Module};
 use crate::names::FuncName;
@@ -300,6 +300,9 @@ pub fn define_all<M: CraneliftModule>(
                     &[thunk.reloc],
                     context,
                 )?;
+                // The CIE's rules hold at its one instruction.
+                let frame = FrameInfo::of_written_thunk(m.isa(), Vec::new());
+                frames.add(id, thunk.bytes.len(), frame.as_ref());
                 summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
             }

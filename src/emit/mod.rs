@@ -13,8 +13,9 @@
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF);
 //! - [`unwind`]: unwind information of every defined body (`.eh_frame`, `.pdata`, JIT
 //!   frame registration), so exceptions and panics cross merged code;
-//! - [`windows_epilogue`]: Cranelift's Windows x64 epilogues in a form Windows' unwinder
-//!   recognizes, so that unwinding works at every instruction.
+//! - [`x86_epilogues`]: Cranelift's x86_64 epilogues found in its code, rewritten for
+//!   Windows' unwinder and described in `.eh_frame`, so that unwinding works at every
+//!   instruction.
 
 pub mod clif;
 pub mod compile;
@@ -28,7 +29,7 @@ pub mod sizes;
 pub mod stencil;
 pub mod thunk;
 pub mod unwind;
-pub mod windows_epilogue;
+pub mod x86_epilogues;
 
 pub use object::{build_isa, text_bytes, EmitError, EmitOptions, EmitSummary};
 

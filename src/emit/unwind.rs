@@ -58,25 +58,19 @@
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
 //! (empty, hence wrong) unwind information then, so the setting is checked here.
 //!
-//! **Thunks that are a single jump have no FDE** (`jmp rel32` on x86_64, `b imm26` on
-//! aarch64, and merge-similar's register thunks that keep the stack pointer where it is,
-//! moves followed by `jmp` or `b`, written as bytes by [`super::thunk`]): they make no
-//! call and do not touch the stack pointer, so no return address ever points into one. A
-//! synchronous unwinder (a C++ `throw`, a Rust panic) only looks up FDEs for return
-//! addresses of active calls and for its own frames; when a call goes through a thunk, the
-//! thunk's jump has replaced it by the body before anything can throw, and the body
-//! returns straight to the thunk's caller, whose return address and FDE are the ones the
-//! unwinder finds. The `tests/unwind.rs` harness throws through thunks of every kind
-//! without an FDE for them. What a missing FDE does cost is asynchronous precision:
-//! libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no FDE for
-//! (after trying the signal-frame fallback, which recognises only the kernel's signal
-//! trampoline), so a profiler or a signal handler that samples the stack exactly while the
-//! PC is on a thunk's instructions sees the stack end there. The CIE's initial rules
-//! (x86_64: CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return address in
-//! `x30`) are exact at every instruction of such a thunk, so an empty FDE would fix that
-//! if it is ever wanted. A register thunk that grows its stack argument area does move
-//! the stack pointer (and on x86_64 the return address), so the CIE's rules are wrong after
-//! its first instruction: it has an FDE of the rules it moves through
+//! **Thunks that are a single jump have an FDE of the CIE's rules** (`jmp rel32` on
+//! x86_64, `b imm26` on aarch64, and merge-similar's register thunks that keep the stack
+//! pointer where it is, moves followed by `jmp` or `b`, written as bytes by
+//! [`super::thunk`]): an FDE without instructions. They make no call and do not touch the
+//! stack pointer, so a synchronous unwinder (a C++ `throw`, a Rust panic) never looks one
+//! up; but libgcc's `uw_frame_state_for` answers `_URC_END_OF_STACK` for a PC it has no
+//! FDE for, so a profiler or a signal handler that samples the stack while the PC is on a
+//! thunk's instructions would see the stack end there. The CIE's initial rules (x86_64:
+//! CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return address in `x30`)
+//! are exact at every instruction of such a thunk (`tests/unwind.rs` unwinds from each
+//! with libgcc on x86_64 Linux). A register thunk that grows its stack argument area does
+//! move the stack pointer (and on x86_64 the return address), so the CIE's rules are wrong
+//! after its first instruction: its FDE has the rules it moves through
 //! ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with readelf and, at every
 //! instruction, with gdb (x86_64 and aarch64). CLIF thunks (a call and a return, or a `tail` thunk that sets up
 //! a frame) are compiled by Cranelift and have their FDE.
@@ -95,6 +89,7 @@ use gimli::write::{
     RelocateWriter, Relocation, RelocationTarget,
 };
 
+use super::x86_epilogues::Epilogue;
 use super::EmitError;
 use crate::target::isa_flag;
 use windows_jit::WindowsFunctionTable;
@@ -130,10 +125,11 @@ pub struct Frames {
 #[derive(Clone, Debug)]
 pub enum FrameInfo {
     /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`), with the
-    /// function's calling convention: on aarch64 it decides what a signed return address
-    /// is signed with (`tail` functions with a zero modifier, which their FDE must say
-    /// apart).
-    Compiled(UnwindInfo, CallConv),
+    /// function's calling convention (on aarch64 it decides what a signed return address
+    /// is signed with: `tail` functions with a zero modifier, which their FDE must say
+    /// apart) and, on x86_64, its epilogues, which Cranelift's rules do not describe
+    /// ([`super::x86_epilogues`]; [`epilogue_rules`]).
+    Compiled(UnwindInfo, CallConv, Vec<Epilogue>),
     /// A Windows x64 `UNWIND_INFO`, written by [`windows_x64`] from the prologue Cranelift
     /// compiled (Cranelift's own says wrongly where callee-saved registers are).
     WindowsX64(Vec<u8>),
@@ -143,12 +139,25 @@ pub enum FrameInfo {
 }
 
 impl FrameInfo {
+    /// The frame information of a thunk written as bytes for `isa`, which moves through
+    /// `rules` from the CIE's initial ones: an FDE of them, even of none (a sampler's
+    /// unwinder stops at a PC without an FDE); none on Windows, whose unwinder takes a
+    /// function without `.pdata` for a leaf, its return address on the stack.
+    pub fn of_written_thunk(
+        isa: &dyn TargetIsa,
+        rules: Vec<(u32, gimli::write::CallFrameInstruction)>,
+    ) -> Option<Self> {
+        let windows = isa.triple().operating_system == target_lexicon::OperatingSystem::Windows;
+        (!windows || !rules.is_empty()).then_some(FrameInfo::Written(rules))
+    }
+
     /// The frame information of `code`, which `isa` compiled from a function of calling
     /// convention `call_conv`; `None` when it has none (a leaf without a frame).
     pub fn of_compiled(
         code: &cranelift_codegen::CompiledCode,
         isa: &dyn TargetIsa,
         call_conv: CallConv,
+        epilogues: Vec<Epilogue>,
     ) -> Result<Option<Self>, String> {
         let info = code
             .create_unwind_info(isa)
@@ -159,7 +168,7 @@ impl FrameInfo {
                 windows_x64::unwind_info(&code.buffer.unwind_info)
                     .map_err(|e| format!("Windows x64 unwind information: {e}"))?,
             )),
-            Some(info) => Some(FrameInfo::Compiled(info, call_conv)),
+            Some(info) => Some(FrameInfo::Compiled(info, call_conv, epilogues)),
         })
     }
 }
@@ -208,8 +217,8 @@ impl Frames {
         self.entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                FrameInfo::Compiled(UnwindInfo::SystemV(s), call_conv) => {
-                    Some((*id, *len, SystemV::Compiled(s, *call_conv)))
+                FrameInfo::Compiled(UnwindInfo::SystemV(s), call_conv, epilogues) => {
+                    Some((*id, *len, SystemV::Compiled(s, *call_conv, epilogues)))
                 }
                 FrameInfo::Written(rules) => Some((*id, *len, SystemV::Written(rules))),
                 FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) => None,
@@ -225,10 +234,16 @@ impl Frames {
         len: u32,
     ) -> Result<FrameDescriptionEntry, EmitError> {
         match (info, self.signs_return_addresses, &self.cie) {
-            (SystemV::Compiled(info, call_conv), true, Some(cie)) => {
+            (SystemV::Compiled(info, call_conv, _), true, Some(cie)) => {
                 fde_every_unwinder_reads(cie, info, call_conv, address, self.endian())
             }
-            (SystemV::Compiled(info, _), _, _) => Ok(info.to_fde(address)),
+            (SystemV::Compiled(info, _, epilogues), _, _) => {
+                let mut fde = info.to_fde(address);
+                for (offset, rule) in epilogue_rules(epilogues, len) {
+                    fde.add_instruction(offset, rule);
+                }
+                Ok(fde)
+            }
             // A written thunk never signs its return address: no state to say.
             (SystemV::Written(rules), _, _) => {
                 let mut fde = FrameDescriptionEntry::new(address, len);
@@ -471,8 +486,58 @@ enum SystemV<'a> {
     Compiled(
         &'a cranelift_codegen::isa::unwind::systemv::UnwindInfo,
         CallConv,
+        &'a [Epilogue],
     ),
     Written(&'a [(u32, gimli::write::CallFrameInstruction)]),
+}
+
+/// The rules an x86_64 function's FDE adds for its `epilogues` (found in its code by
+/// [`super::x86_epilogues`]), in a function `len` bytes long, as GCC writes them: where an
+/// epilogue starts, the body's rules are remembered and every callee-saved register is its
+/// own again (each was reloaded before the frame is freed, and its slot may be gone: below
+/// the stack pointer, past the red zone for a large save area); after `pop rbp` the CFA is
+/// `rsp + 8` and `rbp` its own; after the `ret` or jump the body's rules come back.
+/// Cranelift's CFI describes the prologue only, so without these an unwinder stopped after
+/// `pop rbp` takes the caller's `rbp` for this frame's.
+fn epilogue_rules(
+    epilogues: &[Epilogue],
+    len: u32,
+) -> Vec<(u32, gimli::write::CallFrameInstruction)> {
+    use gimli::write::CallFrameInstruction as Rule;
+    use gimli::X86_64 as R;
+    // Every register a System V or Windows x64 function keeps but `rbp`: saying one that
+    // was not saved is its own says nothing new.
+    let kept = [
+        R::RBX,
+        R::RSI,
+        R::RDI,
+        R::R12,
+        R::R13,
+        R::R14,
+        R::R15,
+        R::XMM6,
+        R::XMM7,
+        R::XMM8,
+        R::XMM9,
+        R::XMM10,
+        R::XMM11,
+        R::XMM12,
+        R::XMM13,
+        R::XMM14,
+        R::XMM15,
+    ];
+    let mut rules = Vec::new();
+    for e in epilogues {
+        let at = |offset: usize| offset as u32;
+        rules.push((at(e.start()), Rule::RememberState));
+        rules.extend(kept.iter().map(|&r| (at(e.start()), Rule::Restore(r))));
+        rules.push((at(e.popped), Rule::Cfa(R::RSP, 8)));
+        rules.push((at(e.popped), Rule::Restore(R::RBP)));
+        if at(e.end) < len {
+            rules.push((at(e.end), Rule::RestoreState));
+        }
+    }
+    rules
 }
 
 fn is_aarch64(isa: &dyn TargetIsa) -> bool {
