@@ -128,7 +128,7 @@ pub enum FrameInfo {
     /// function's calling convention (on aarch64 it decides what a signed return address
     /// is signed with: `tail` functions with a zero modifier, which their FDE must say
     /// apart) and, on x86_64, its epilogues, which Cranelift's rules do not describe
-    /// ([`super::x86_epilogues`]; [`epilogue_rules`]).
+    /// ([`super::x86_epilogues`], which the FDE adds rules for).
     Compiled(UnwindInfo, CallConv, Vec<Epilogue>),
     /// A Windows x64 `UNWIND_INFO`, written by [`windows_x64`] from the prologue Cranelift
     /// compiled (Cranelift's own says wrongly where callee-saved registers are).
