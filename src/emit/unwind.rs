@@ -54,6 +54,12 @@
 //! functions sign with a zero modifier, which no DWARF state can say: their FDEs read the
 //! return address with its signature stripped instead (`stripped_x30`).
 //!
+//! **x86_64 epilogues**: Cranelift's CFI describes the prologue only, so after `pop rbp`
+//! its rule (CFA = `rbp` + 16) reads the caller's `rbp`. Each FDE of an x86_64 body adds the
+//! rules of its epilogues, found in its code by [`super::x86_epilogues`]
+//! (`epilogue_rules`), as GCC writes them; `tests/unwind.rs` unwinds with libgcc at every
+//! instruction on x86_64 Linux. aarch64's epilogues are not described yet.
+//!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
 //! (empty, hence wrong) unwind information then, so the setting is checked here.
