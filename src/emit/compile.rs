@@ -189,13 +189,7 @@ pub fn compile_bodies(
     share_alike: bool,
 ) -> Result<Compiled, EmitError> {
     let start = std::time::Instant::now();
-    // x86_64 code compiles with its block starts recorded, for its epilogues.
-    let twin = super::x86_epilogues::compiling_isa(isa).map_err(|reason| {
-        EmitError::UnsupportedTarget {
-            target: isa.triple().to_string(),
-            reason,
-        }
-    })?;
+    let twin = compiling_isa(isa)?;
     let isa = twin.as_deref().unwrap_or(isa);
     let mut compiled = Compiled::default();
     let indices: Vec<FuncIndex> = module.indices().collect();
@@ -471,6 +465,18 @@ fn with_compiled<R>(
                 Err(format!("Cranelift failed: {panic}"))
             }
         }
+    })
+}
+
+/// The ISA to compile `isa`'s bodies with ([`super::x86_epilogues::compiling_isa`]: on
+/// x86_64, a twin that records block starts, for the epilogues), once for many bodies:
+/// [`compile_one`] makes the twin itself when it is handed an ISA that needs one.
+pub(super) fn compiling_isa(
+    isa: &dyn TargetIsa,
+) -> Result<Option<cranelift_codegen::isa::OwnedTargetIsa>, EmitError> {
+    super::x86_epilogues::compiling_isa(isa).map_err(|reason| EmitError::UnsupportedTarget {
+        target: isa.triple().to_string(),
+        reason,
     })
 }
 

@@ -23,7 +23,9 @@ use cranelift_module::{
     ModuleRelocTarget,
 };
 
-use super::compile::{compile_one, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE};
+use super::compile::{
+    compile_one, compiling_isa, Compiled, CompiledBody, DATA_NAMESPACE, FUNCTION_NAMESPACE,
+};
 use super::sizes::padded;
 use super::thunk::{clif_thunk, jump_thunk, reaches_a_frame_reader};
 use super::unwind::{FrameInfo, Frames};
@@ -90,6 +92,8 @@ pub fn define_all<M: CraneliftModule>(
     let arch = m.isa().triple().architecture;
     let frontend = m.isa().frontend_config();
     let tail_calls = crate::target::isa_thunks_tail_call(m.isa());
+    // What CLIF thunks compile with, made once rather than for each thunk.
+    let thunk_isa = compiling_isa(m.isa())?;
     let branch_protection = m.isa().is_branch_protection_enabled();
 
     // Declarations (or, with `Naming::Existing`, the caller's ids).
@@ -326,8 +330,9 @@ pub fn define_all<M: CraneliftModule>(
                 // Compiled here rather than by `define_function`, so that its unwind
                 // information is ours to write, like every other body's.
                 // It names the module's ids already; only its own offsets are renamed.
+                let isa = thunk_isa.as_deref().unwrap_or(m.isa());
                 let thunk =
-                    compile_one(m.isa(), func, false).map_err(|message| EmitError::Codegen {
+                    compile_one(isa, func, false).map_err(|message| EmitError::Codegen {
                         function: mf.name.to_string(),
                         message: format!("Cranelift failed on the thunk: {message}"),
                     })?;
