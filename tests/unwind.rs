@@ -906,6 +906,35 @@ fn run_single_step(
     run_under_wine(exe, context)
 }
 
+/// One line a single-step harness prints, `NAME(1) = VALUE: ` and its counts (and the
+/// addresses where unwinding went wrong) as words.
+struct StepLine<'l> {
+    name: &'l str,
+    value: &'l str,
+    words: Vec<&'l str>,
+}
+
+impl<'l> StepLine<'l> {
+    fn of(line: &'l str, context: &str) -> Self {
+        let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
+        let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
+        let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
+        StepLine {
+            name,
+            value,
+            words: rest.split_whitespace().collect(),
+        }
+    }
+
+    /// The count at word `i` of `line`.
+    fn number(words: &[&str], i: usize, line: &str, context: &str) -> u64 {
+        words
+            .get(i)
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("{context}: unexpected line from the harness: {line}"))
+    }
+}
+
 /// Check what [`SINGLE_STEP_HARNESS`] printed: every entry stepped through, every step
 /// unwound, none stopped in an epilogue Windows does not recognize, some at the `lea` of
 /// a rewritten epilogue, `%call_grow_*` through a thunk's pushes exactly when `grown`.
@@ -919,17 +948,9 @@ fn check_stepped(
     let mut values = BTreeMap::new();
     let mut lea_steps = 0;
     for line in printed.lines() {
-        let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
-        let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
-        let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
         // S steps, P pushes, E in epilogue windows, L at lea epilogues, W wrong [rip...]
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        let number = |i: usize| -> u64 {
-            words
-                .get(i)
-                .and_then(|w| w.parse().ok())
-                .unwrap_or_else(|| bad())
-        };
+        let StepLine { name, value, words } = StepLine::of(line, context);
+        let number = |i| StepLine::number(&words, i, line, context);
         let (steps, pushes, windows, leas, wrong) =
             (number(0), number(2), number(4), number(8), number(12));
         assert!(
@@ -1122,17 +1143,9 @@ fn linux_x86_64_unwinds_at_every_instruction() {
             let printed = run(&mut Command::new(&exe));
             let mut values = BTreeMap::new();
             for line in printed.lines() {
-                let bad = || -> ! { panic!("{context}: unexpected line from the harness: {line}") };
-                let (name, rest) = line.split_once("(1) = ").unwrap_or_else(|| bad());
-                let (value, rest) = rest.split_once(": ").unwrap_or_else(|| bad());
                 // S steps, W wrong [rip...]
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                let number = |i: usize| -> u64 {
-                    words
-                        .get(i)
-                        .and_then(|w| w.parse().ok())
-                        .unwrap_or_else(|| bad())
-                };
+                let StepLine { name, value, words } = StepLine::of(line, &context);
+                let number = |i| StepLine::number(&words, i, line, &context);
                 let (steps, wrong) = (number(0), number(2));
                 assert!(
                     steps > 0,
