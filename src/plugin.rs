@@ -455,7 +455,7 @@ impl Merged {
     /// as machine code (they have no traps, calls or stack maps). The relocations inside
     /// name clif-merge's own symbol numbers; the module holds the real ones. Its bytes are
     /// Cranelift's: on Windows x64 the code defined differs in its epilogues, rewritten at
-    /// the same offsets ([`crate::emit::x86_epilogues`]).
+    /// the same offsets ([`crate::emit::epilogues::x86_64`]).
     pub fn compiled_code(&self, id: FuncId) -> Option<&CompiledCode> {
         self.code.get(&self.body_of(id)).map(|code| &**code)
     }

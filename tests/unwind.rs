@@ -32,6 +32,14 @@
 //!   handler to the harness's call site, which it must reach with the stack pointer and
 //!   callee-saved registers the call left: through Cranelift's epilogues (whose rules
 //!   clif-merge adds) and through thunks that are a single jump (whose FDE it writes).
+//! - `linux_aarch64_unwinds_at_every_instruction`: the same on aarch64 Linux under qemu,
+//!   which has no single-step: `fixtures/unwind/breakpoints_aarch64.c` writes a breakpoint
+//!   over every instruction the entries run (qemu's log of a first run names them) and
+//!   unwinds with libgcc at each, in every configuration (pointer authentication with
+//!   either key included), PIC and not, and for the functions defined in a `JITModule`
+//!   through the plugin: through Cranelift's epilogues, whose rules clif-merge adds
+//!   (reloaded registers, the CFA after `ldp x29, x30`, the return address after
+//!   `autiasp`).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -45,7 +53,7 @@
 //!   trap flag under Wine and, at every instruction, unwinds with `RtlVirtualUnwind` to its
 //!   call site, which it must reach with the stack pointer and callee-saved registers it
 //!   left, at every instruction, Cranelift's epilogues included: clif-merge rewrites
-//!   them into a form Windows recognizes (`src/emit/x86_epilogues.rs`), and the steps
+//!   them into a form Windows recognizes (`src/emit/epilogues/x86_64.rs`), and the steps
 //!   stopped at their `lea` must unwind too. Under merge-similar it steps through the pushes
 //!   of `%grow_*`'s thunks. The same
 //!   for the functions defined in a `JITModule` through the plugin in every mode, with
@@ -246,9 +254,9 @@ fn set_args(settings: &[&'static str]) -> Vec<&'static str> {
 }
 
 /// [`configurations`], and on aarch64 each merging one with pointer authentication too.
-fn configurations_for(arch: &Arch) -> Vec<(String, Vec<&'static str>)> {
+fn configurations_for(triple: &str) -> Vec<(String, Vec<&'static str>)> {
     let mut configs = configurations();
-    if arch.triple.starts_with("aarch64") {
+    if triple.starts_with("aarch64") {
         for (key, settings) in POINTER_AUTHENTICATION {
             for (name, args) in configurations() {
                 if name.contains("disabled") {
@@ -459,7 +467,7 @@ fn cxx_exceptions_cross_merged_code() {
             cc.args(["-O1", "-c"]).arg(&source).arg("-o").arg(&main_o);
             cc.arg(if pic { "-fPIE" } else { "-fno-pie" });
             run(&mut cc);
-            for (i, (config, args)) in configurations_for(&arch).iter().enumerate() {
+            for (i, (config, args)) in configurations_for(arch.triple).iter().enumerate() {
                 let context = format!("{} {link}, {config}", arch.triple);
                 let obj = dir.join(format!("m{i}-{pic}.o"));
                 clif_merge(arch.triple, pic, args, &[], &obj);
@@ -1176,6 +1184,243 @@ fn linux_x86_64_unwinds_at_every_instruction() {
     }
 }
 
+/// The harness of [`linux_aarch64_unwinds_at_every_instruction`].
+const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
+
+/// What a `main` calling [`BREAKPOINTS_AARCH64`] declares.
+const BREAKPOINTS_DECLARATIONS: &str = "#include <stdint.h>\n#include <stdio.h>\n\
+    void start_stepping(int, char **, void *, void *);\n\
+    void step_through(const char *, const void *);\nint64_t cb(int64_t);\n";
+
+/// A `main` for [`BREAKPOINTS_AARCH64`] that runs `setup` (statements), then steps through
+/// every entry of the fixture, the code under test lying from `code` to `code_end` (C
+/// expressions), each entry's address written by `entry`.
+fn breakpoints_main(
+    setup: &str,
+    code: &str,
+    code_end: &str,
+    entry: impl Fn(&str) -> String,
+) -> String {
+    let mut s = format!(
+        "int main(int argc, char **argv) {{\n{setup}  start_stepping(argc, argv, (void *)({code}), (void *)({code_end}));\n"
+    );
+    for (name, _) in entries() {
+        s += &format!(
+            "  step_through(\"{name}\", (const void *){});\n",
+            entry(&name)
+        );
+    }
+    s + "  return 0;\n}\n"
+}
+
+/// Run `exe`, linked with [`BREAKPOINTS_AARCH64`], under qemu: first with
+/// `-singlestep -d in_asm`, whose log names every instruction run, then with the offsets
+/// of those in the code under test (`text`: its address and length) as the instructions
+/// to stop at. Every entry must be stepped through and unwind at every step, and return
+/// what it returned without breakpoints. Each entry's value, by name.
+fn breakpoints_run(exe: &Path, text: (u64, u64), context: &str) -> BTreeMap<String, String> {
+    let qemu = || {
+        let mut cmd = Command::new("qemu-aarch64");
+        cmd.args(["-L", "/usr/aarch64-linux-gnu"]);
+        cmd
+    };
+    let log = exe.with_extension("log");
+    let traced = run(qemu()
+        .args(["-singlestep", "-d", "in_asm,nochain", "-D"])
+        .arg(&log)
+        .arg(exe));
+    let log = std::fs::read_to_string(&log).unwrap();
+    let (start, len) = text;
+    let offsets: std::collections::BTreeSet<u64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("0x")?.split(':').next())
+        .filter_map(|a| u64::from_str_radix(a, 16).ok())
+        .filter(|a| (start..start + len).contains(a))
+        .map(|a| a - start)
+        .collect();
+    assert!(
+        !offsets.is_empty(),
+        "{context}: qemu's log names no instruction of the code under test"
+    );
+    let stops = exe.with_extension("stops");
+    std::fs::write(
+        &stops,
+        offsets
+            .iter()
+            .map(|o| format!("{o:x}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let printed = run(qemu().arg(exe).arg(&stops));
+    let values = |printed: &str, stepped: bool| {
+        let mut values = BTreeMap::new();
+        for line in printed.lines() {
+            // S steps, W wrong [pc...]
+            let StepLine { name, value, words } = StepLine::of(line, context);
+            let number = |i| StepLine::number(&words, i, line, context);
+            let (steps, wrong) = (number(0), number(2));
+            assert_eq!(
+                steps > 0,
+                stepped,
+                "{context}: {name} was {}stepped through:\n{printed}",
+                if stepped { "not " } else { "" }
+            );
+            assert_eq!(
+                wrong,
+                0,
+                "{context}: stopped at {} (offsets into the code under test), libgcc's \
+                 unwinder did not find {name}'s caller with its stack pointer and \
+                 callee-saved registers (disassemble {}):\n{printed}",
+                words.get(4..).map(|w| w.join(" ")).unwrap_or_default(),
+                exe.display()
+            );
+            values.insert(name.to_string(), value.to_string());
+        }
+        assert_eq!(
+            values.len(),
+            entries().len(),
+            "{context}: the harness did not run every entry:\n{printed}"
+        );
+        values
+    };
+    let stepped = values(&printed, true);
+    assert_eq!(
+        values(&traced, false),
+        stepped,
+        "{context}: entries returned other values with breakpoints"
+    );
+    stepped
+}
+
+/// Asynchronous unwinding on Linux aarch64 (`fixtures/unwind/breakpoints_aarch64.c`), as
+/// [`linux_x86_64_unwinds_at_every_instruction`] on x86_64, under qemu-user, which has no
+/// single-step: the fixture compiled for `aarch64-unknown-linux-gnu` with PIC and without,
+/// in every configuration (pointer authentication with the A key and with the B key
+/// included), linked with a harness that writes a breakpoint over every instruction the
+/// entries run (qemu's log of a first run names them) and, stopped at each, unwinds with
+/// libgcc's `_Unwind_Backtrace` from its SIGTRAP handler. Every stop must reach the
+/// harness's call site with the stack pointer and callee-saved registers the call left,
+/// Cranelift's epilogues included: its CFI keeps CFA = `x29 + 16` and every saved
+/// register in its slot up to the function's end, and says the return address is signed
+/// after `autiasp`, so clif-merge's FDEs add the rules of each epilogue
+/// ([`clif_merge::emit::epilogues`]). Then the same for the functions defined in a
+/// `JITModule` through the plugin in every mode, loaded as an image with the frames
+/// `Merged::jit_eh_frame` gives registered. Needs `aarch64-linux-gnu-gcc` and
+/// `qemu-aarch64`.
+#[test]
+fn linux_aarch64_unwinds_at_every_instruction() {
+    const CC: &str = "aarch64-linux-gnu-gcc";
+    if !have(CC) || !have("qemu-aarch64") {
+        eprintln!(
+            "skipping: needs {CC} and qemu-aarch64 (Debian: gcc-aarch64-linux-gnu, qemu-user)"
+        );
+        return;
+    }
+    let dir = scratch("breakpoints-aarch64");
+    let harness = dir.join("breakpoints.o");
+    run(Command::new(CC)
+        .args(["-O1", "-Wall", "-Werror", "-c"])
+        .arg(root().join(BREAKPOINTS_AARCH64))
+        .arg("-o")
+        .arg(&harness));
+    let mut main = String::from(BREAKPOINTS_DECLARATIONS);
+    main += "extern uint32_t __start_merged_text[], __stop_merged_text[];\n";
+    for (name, _) in entries() {
+        main += &format!("extern int64_t {name}(int64_t);\n");
+    }
+    main += &breakpoints_main("", "__start_merged_text", "__stop_merged_text", |name| {
+        name.to_string()
+    });
+    let source = dir.join("main.c");
+    std::fs::write(&source, &main).unwrap();
+    let triple = "aarch64-unknown-linux-gnu";
+    let mut reference: Option<BTreeMap<String, String>> = None;
+    for pic in [true, false] {
+        for (i, (config, args)) in configurations_for(triple).iter().enumerate() {
+            let context = format!("{triple}, is_pic={pic}, {config}");
+            let obj = dir.join(format!("m{i}-{pic}.o"));
+            clif_merge_fixture(FIXTURE, triple, pic, args, &[], &obj);
+            // The code under test in a section of its own, whose bounds the linker names.
+            let renamed = dir.join(format!("r{i}-{pic}.o"));
+            run(Command::new("aarch64-linux-gnu-objcopy")
+                .args(["--rename-section", ".text=merged_text"])
+                .arg(&obj)
+                .arg(&renamed));
+            let exe = dir.join(format!("step{i}-{pic}"));
+            run(Command::new(CC)
+                .args(["-O1", "-no-pie", "-static"])
+                .arg(&source)
+                .arg(&harness)
+                .arg(&renamed)
+                .arg("-o")
+                .arg(&exe));
+            let bytes = std::fs::read(&exe).unwrap();
+            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+            let text = file
+                .section_by_name("merged_text")
+                .unwrap_or_else(|| panic!("{context}: no merged_text in {}", exe.display()));
+            let values = breakpoints_run(&exe, (text.address(), text.size()), &context);
+            let reference = reference.get_or_insert_with(|| values.clone());
+            assert_eq!(
+                reference, &values,
+                "{context}: stepped entries returned other values than unmerged"
+            );
+        }
+    }
+    // The same functions defined in a `JITModule` through the plugin, their frames the
+    // `.eh_frame` `Merged::jit_eh_frame` gives (the image's fixed addresses are this
+    // process's: x86_64 only).
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping the JIT: needs an x86_64 host");
+        return;
+    }
+    let reference = reference.expect("the objects ran");
+    let mut jit = jit_configurations()
+        .into_iter()
+        .map(|(mode, similar, clif_thunks)| (mode, similar, clif_thunks, &[][..]))
+        .collect::<Vec<_>>();
+    for (_, settings) in POINTER_AUTHENTICATION {
+        jit.push((MergeMode::Trampolines, true, false, settings));
+    }
+    for (mode, similar, clif_thunks, settings) in jit {
+        let name = format!("{mode:?}-{similar}-{clif_thunks}-{}", settings.len());
+        let context = format!("aarch64 JIT, {name}, {settings:?}");
+        let jit_dir = dir.join(format!("jit-{name}"));
+        let image = Aarch64Image::new(&jit_dir, mode, similar, clif_thunks, settings, &context);
+        let main = format!(
+            "{BREAKPOINTS_DECLARATIONS}{}{}",
+            image.loader(),
+            breakpoints_main(
+                "  load_image();\n  register_image_frames();\n",
+                &format!("0x{:x}ull", image.base + jit_region::STUB_PAGE),
+                &format!("0x{:x}ull", image.base + image.len),
+                |entry| format!("0x{:x}ull", image.addresses[entry])
+            )
+        );
+        let source = jit_dir.join("main.c");
+        std::fs::write(&source, &main).unwrap();
+        let exe = jit_dir.join("step");
+        run(Command::new(CC)
+            .args(["-O1", "-no-pie", "-static"])
+            .arg(&source)
+            .arg(&harness)
+            .arg("-o")
+            .arg(&exe));
+        // What the image holds after its page of import stubs (the loader's stand-ins for
+        // a linker's, which have no FDE).
+        let code = image.base + jit_region::STUB_PAGE;
+        let values = breakpoints_run(
+            &exe,
+            (code as u64, (image.len - jit_region::STUB_PAGE) as u64),
+            &context,
+        );
+        assert_eq!(
+            reference, values,
+            "{context}: stepped entries returned other values than unmerged objects"
+        );
+    }
+}
+
 // ---- JIT ----
 
 /// The payload of the callback's panic.
@@ -1512,11 +1757,104 @@ fn write_image(
 /// What the aarch64 JIT image imports: `cb`, the C++ harness's own.
 const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
 
-/// The fixture defined through the plugin in a `JITModule` for aarch64 (a fixed-address
-/// region of this process, [`jit_region`]), written out as an image with the `.eh_frame`
-/// the plugin gives for it (`Merged::jit_eh_frame`), and run under qemu by a C++ loader that
-/// maps the image where the JIT put it, registers the frames with its own libgcc and calls
-/// every entry: what it printed.
+/// The fixture defined through the plugin in a `JITModule` for aarch64, written out as an
+/// image with the `.eh_frame` the plugin gives for it: where, and what a C loader needs.
+struct Aarch64Image {
+    image: PathBuf,
+    eh_frame: PathBuf,
+    eh_frame_len: usize,
+    base: usize,
+    len: usize,
+    /// Each entry's address.
+    addresses: BTreeMap<String, usize>,
+}
+
+impl Aarch64Image {
+    /// The fixture defined through the plugin in a `JITModule` for aarch64 (a
+    /// fixed-address region of this process, [`jit_region`]) with `settings`
+    /// (`NAME=VALUE`), written out into `dir` with the `.eh_frame` the plugin gives for it
+    /// (`Merged::jit_eh_frame`).
+    fn new(
+        dir: &Path,
+        mode: MergeMode,
+        similar: bool,
+        clif_thunks: bool,
+        settings: &[&str],
+        context: &str,
+    ) -> Self {
+        let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
+        let settings: Vec<(String, String)> = std::iter::once("is_pic=false")
+            .chain(settings.iter().copied())
+            .map(|s| {
+                let (name, value) = s.split_once('=').expect("NAME=VALUE");
+                (name.to_string(), value.to_string())
+            })
+            .collect();
+        let isa = clif_merge::build_isa(&target, &settings).unwrap();
+        let (region, mut module) = image_module(isa, &IMAGE_IMPORTS);
+        let (merged, ids) =
+            define_with_plugin(&mut module, functions(), mode, similar, clif_thunks);
+        module.finalize_definitions().unwrap();
+        // Frames of aarch64 code are not this x86_64 process's to unwind.
+        assert_eq!(
+            merged.register_jit_frames(&module).unwrap().registrations(),
+            0,
+            "{context}: frames of foreign code were registered"
+        );
+        let eh_frame = merged.jit_eh_frame(&module).unwrap();
+        assert!(!eh_frame.is_empty(), "{context}: no .eh_frame");
+        let signs = settings
+            .iter()
+            .any(|(name, value)| name == "sign_return_address" && value == "true");
+        assert_eq!(
+            ra_state_forms(&eh_frame),
+            (signs, false),
+            "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of \
+             RA_SIGN_STATE) in the JIT's .eh_frame"
+        );
+        let (image, addresses) = write_image(dir, &region, module, &ids, &entries());
+        let frames = dir.join("eh_frame.bin");
+        std::fs::write(&frames, &eh_frame).unwrap();
+        Aarch64Image {
+            image,
+            eh_frame: frames,
+            eh_frame_len: eh_frame.len(),
+            base: region.base(),
+            len: region.used(),
+            addresses,
+        }
+    }
+
+    /// C (or C++) that defines `load_image()`, which maps the image where the JIT put it,
+    /// and `register_image_frames()`, which registers its frames with the program's own
+    /// libgcc.
+    fn loader(&self) -> String {
+        let mut s = String::from("#include <stdint.h>\n#include <stdio.h>\n");
+        s += &jit_region::loader_c(
+            &self.image,
+            self.base,
+            self.len,
+            &IMAGE_IMPORTS,
+            &jit_region::Loader::LinuxAarch64 { guarded: false },
+        );
+        s += &format!(
+            "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid __register_frame(void *);\n\
+             static void register_image_frames(void) {{\n\
+             \x20 static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n\
+             \x20 if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); exit(3); }}\n\
+             \x20 fclose(f);\n  __register_frame(frames);\n}}\n",
+            self.eh_frame_len.div_ceil(8),
+            self.eh_frame.display(),
+            self.eh_frame_len,
+            self.eh_frame_len
+        );
+        s
+    }
+}
+
+/// The fixture defined through the plugin in a `JITModule` for aarch64 ([`Aarch64Image`]),
+/// run under qemu by a C++ loader that maps the image where the JIT put it, registers the
+/// frames with its own libgcc and calls every entry: what it printed.
 fn aarch64_jit_output(
     dir: &Path,
     mode: MergeMode,
@@ -1527,58 +1865,13 @@ fn aarch64_jit_output(
     let context = format!(
         "aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}, {settings:?}"
     );
-    let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
-    let settings: Vec<(String, String)> = std::iter::once("is_pic=false")
-        .chain(settings.iter().copied())
-        .map(|s| {
-            let (name, value) = s.split_once('=').expect("NAME=VALUE");
-            (name.to_string(), value.to_string())
-        })
-        .collect();
-    let isa = clif_merge::build_isa(&target, &settings).unwrap();
-    let (region, mut module) = image_module(isa, &IMAGE_IMPORTS);
-    let (merged, ids) = define_with_plugin(&mut module, functions(), mode, similar, clif_thunks);
-    module.finalize_definitions().unwrap();
-    // Frames of aarch64 code are not this x86_64 process's to unwind.
-    assert_eq!(
-        merged.register_jit_frames(&module).unwrap().registrations(),
-        0,
-        "{context}: frames of foreign code were registered"
-    );
-    let eh_frame = merged.jit_eh_frame(&module).unwrap();
-    assert!(!eh_frame.is_empty(), "{context}: no .eh_frame");
-    let signs = settings
-        .iter()
-        .any(|(name, value)| name == "sign_return_address" && value == "true");
-    assert_eq!(
-        ra_state_forms(&eh_frame),
-        (signs, false),
-        "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of RA_SIGN_STATE) \
-         in the JIT's .eh_frame"
-    );
-    let (image, addresses) = write_image(dir, &region, module, &ids, &entries());
-    let (base, len) = (region.base(), region.used());
-    let frames = dir.join("eh_frame.bin");
-    std::fs::write(&frames, &eh_frame).unwrap();
+    let image = Aarch64Image::new(dir, mode, similar, clif_thunks, settings, &context);
     let mut source = harness_prelude();
-    source += &jit_region::loader_c(
-        &image,
-        base,
-        len,
-        &IMAGE_IMPORTS,
-        &jit_region::Loader::LinuxAarch64 { guarded: false },
-    );
-    source += "extern \"C\" void __register_frame(void *);\nint main() {\n  load_image();\n";
-    source += &format!(
-        "  static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n  if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); return 3; }}\n  fclose(f);\n  __register_frame(frames);\n",
-        eh_frame.len().div_ceil(8),
-        frames.display(),
-        eh_frame.len(),
-        eh_frame.len()
-    );
+    source += &image.loader();
+    source += "int main() {\n  load_image();\n  register_image_frames();\n";
     source += &harness_checks(&entries(), |name, narrow| {
         let param = if narrow { "int32_t" } else { "int64_t" };
-        format!("((int64_t (*)({param}))0x{:x}ull)", addresses[name])
+        format!("((int64_t (*)({param}))0x{:x}ull)", image.addresses[name])
     });
     source += "  return 0;\n}\n";
     let harness = dir.join("harness.cpp");

@@ -468,13 +468,13 @@ fn with_compiled<R>(
     })
 }
 
-/// The ISA to compile `isa`'s bodies with ([`super::x86_epilogues::compiling_isa`]: on
-/// x86_64, a twin that records block starts, for the epilogues), once for many bodies:
+/// The ISA to compile `isa`'s bodies with ([`super::epilogues::compiling_isa`]: on
+/// x86_64 and aarch64, a twin that records block starts, for the epilogues), once for many bodies:
 /// [`compile_one`] makes the twin itself when it is handed an ISA that needs one.
 pub(super) fn compiling_isa(
     isa: &dyn TargetIsa,
 ) -> Result<Option<cranelift_codegen::isa::OwnedTargetIsa>, EmitError> {
-    super::x86_epilogues::compiling_isa(isa).map_err(|reason| EmitError::UnsupportedTarget {
+    super::epilogues::compiling_isa(isa).map_err(|reason| EmitError::UnsupportedTarget {
         target: isa.triple().to_string(),
         reason,
     })
@@ -513,9 +513,9 @@ pub(super) fn compile_one(
         ));
     }
     let call_conv = func.signature.call_conv;
-    // On x86_64, with the block starts its epilogues are found by
-    // ([`super::x86_epilogues`]): the ISA given when it records them, else its twin.
-    let twin = super::x86_epilogues::compiling_isa(isa)?;
+    // With the block starts its epilogues are found by ([`super::epilogues`]): the ISA
+    // given when it records them, else its twin.
+    let twin = super::epilogues::compiling_isa(isa)?;
     let isa = twin.as_deref().unwrap_or(isa);
     let (code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
@@ -523,14 +523,7 @@ pub(super) fn compile_one(
         (code, relocs)
     })?;
     let mut bytes = code.buffer.data().to_vec();
-    let epilogues = if super::x86_epilogues::applies_to(isa) && isa.flags().unwind_info() {
-        super::x86_epilogues::epilogues(&bytes, &code.bb_starts)
-    } else {
-        Vec::new()
-    };
-    if super::x86_epilogues::rewrites_for(isa) {
-        super::x86_epilogues::rewrite_for_windows(&mut bytes, &epilogues);
-    }
+    let epilogues = super::epilogues::for_unwinding(isa, &mut bytes, &code.bb_starts);
     let unwind = FrameInfo::of_compiled(&code, isa, call_conv, epilogues)?;
     let mut body = CompiledBody::new(isa, bytes, u64::from(code.buffer.alignment), relocs, unwind);
     body.code = Some(Arc::new(code));

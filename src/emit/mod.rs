@@ -13,13 +13,14 @@
 //! - [`thunk`]: thunks per ISA (a single jump) and per calling convention (CLIF);
 //! - [`unwind`]: unwind information of every defined body (`.eh_frame`, `.pdata`, JIT
 //!   frame registration), so exceptions and panics cross merged code;
-//! - [`x86_epilogues`]: Cranelift's x86_64 epilogues found in its code, rewritten for
-//!   Windows' unwinder and described in `.eh_frame`, so that unwinding works at every
-//!   instruction.
+//! - [`epilogues`]: Cranelift's epilogues found in its code (x86_64 and aarch64),
+//!   described in `.eh_frame` and rewritten for Windows' unwinder, so that unwinding works
+//!   at every instruction.
 
 pub mod clif;
 pub mod compile;
 pub mod define;
+pub mod epilogues;
 pub mod fold;
 pub mod jit;
 pub mod object;
@@ -29,7 +30,6 @@ pub mod sizes;
 pub mod stencil;
 pub mod thunk;
 pub mod unwind;
-pub mod x86_epilogues;
 
 pub use object::{build_isa, text_bytes, EmitError, EmitOptions, EmitSummary};
 

@@ -54,11 +54,13 @@
 //! functions sign with a zero modifier, which no DWARF state can say: their FDEs read the
 //! return address with its signature stripped instead (`stripped_x30`).
 //!
-//! **x86_64 epilogues**: Cranelift's CFI describes the prologue only, so after `pop rbp`
-//! its rule (CFA = `rbp` + 16) reads the caller's `rbp`. Each FDE of an x86_64 body adds the
-//! rules of its epilogues, found in its code by [`super::x86_epilogues`]
-//! (`epilogue_rules`), as GCC writes them; `tests/unwind.rs` unwinds with libgcc at every
-//! instruction on x86_64 Linux. aarch64's epilogues are not described yet.
+//! **Epilogues**: Cranelift's CFI describes the prologue only, so after x86_64's `pop rbp`
+//! or aarch64's `ldp x29, x30, [sp], #16` its rule (CFA = frame pointer + 16) reads the
+//! caller's frame pointer, and a callee-saved register reloaded from a slot that is then
+//! freed is still said to be in it. Each FDE of an x86_64 or aarch64 body adds the rules of
+//! its epilogues, found in its code by [`super::epilogues`], as GCC writes them;
+//! `tests/unwind.rs` unwinds with libgcc at every instruction, on x86_64 Linux and on
+//! aarch64 Linux under qemu.
 //!
 //! All of it follows Cranelift's `unwind_info` setting (on by default): with
 //! `unwind_info=false` nothing is written or registered. Cranelift still hands out
@@ -74,12 +76,13 @@
 //! thunk's instructions would see the stack end there. The CIE's initial rules (x86_64:
 //! CFA = `rsp`+8, return address at CFA-8; aarch64: CFA = `sp`, return address in `x30`)
 //! are exact at every instruction of such a thunk (`tests/unwind.rs` unwinds from each
-//! with libgcc on x86_64 Linux). A register thunk that grows its stack argument area does
-//! move the stack pointer (and on x86_64 the return address), so the CIE's rules are wrong
-//! after its first instruction: its FDE has the rules it moves through
-//! ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with readelf and, at every
-//! instruction, with gdb (x86_64 and aarch64). CLIF thunks (a call and a return, or a `tail` thunk that sets up
-//! a frame) are compiled by Cranelift and have their FDE.
+//! with libgcc on x86_64 and aarch64 Linux). A register thunk that grows its stack
+//! argument area does move the stack pointer (and on x86_64 the return address), so the
+//! CIE's rules are wrong after its first instruction: its FDE has the rules it moves
+//! through ([`FrameInfo::Written`]), which `tests/unwind.rs` checks with readelf and, at
+//! every instruction, with gdb and libgcc (x86_64 and aarch64). CLIF thunks (a call and a
+//! return, or a `tail` thunk that sets up a frame) are compiled by Cranelift and have their
+//! FDE.
 
 use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::{CallConv, TargetIsa};
@@ -95,7 +98,7 @@ use gimli::write::{
     RelocateWriter, Relocation, RelocationTarget,
 };
 
-use super::x86_epilogues::Epilogue;
+use super::epilogues::Rules;
 use super::EmitError;
 use crate::target::isa_flag;
 use windows_jit::WindowsFunctionTable;
@@ -133,9 +136,9 @@ pub enum FrameInfo {
     /// Cranelift's, for what it compiled (`CompiledCode::create_unwind_info`), with the
     /// function's calling convention (on aarch64 it decides what a signed return address
     /// is signed with: `tail` functions with a zero modifier, which their FDE must say
-    /// apart) and, on x86_64, its epilogues, which Cranelift's rules do not describe
-    /// ([`super::x86_epilogues`], which the FDE adds rules for).
-    Compiled(UnwindInfo, CallConv, Vec<Epilogue>),
+    /// apart) and the rules of its epilogues, which Cranelift's do not describe
+    /// ([`super::epilogues`]), to add to its FDE.
+    Compiled(UnwindInfo, CallConv, Rules),
     /// A Windows x64 `UNWIND_INFO`, written by [`windows_x64`] from the prologue Cranelift
     /// compiled (Cranelift's own says wrongly where callee-saved registers are).
     WindowsX64(Vec<u8>),
@@ -163,7 +166,7 @@ impl FrameInfo {
         code: &cranelift_codegen::CompiledCode,
         isa: &dyn TargetIsa,
         call_conv: CallConv,
-        epilogues: Vec<Epilogue>,
+        epilogues: Rules,
     ) -> Result<Option<Self>, String> {
         let info = code
             .create_unwind_info(isa)
@@ -240,13 +243,13 @@ impl Frames {
         len: u32,
     ) -> Result<FrameDescriptionEntry, EmitError> {
         match (info, self.signs_return_addresses, &self.cie) {
-            (SystemV::Compiled(info, call_conv, _), true, Some(cie)) => {
-                fde_every_unwinder_reads(cie, info, call_conv, address, self.endian())
+            (SystemV::Compiled(info, call_conv, epilogues), true, Some(cie)) => {
+                fde_every_unwinder_reads(cie, info, epilogues, call_conv, address, self.endian())
             }
             (SystemV::Compiled(info, _, epilogues), _, _) => {
                 let mut fde = info.to_fde(address);
-                for (offset, rule) in epilogue_rules(epilogues, len) {
-                    fde.add_instruction(offset, rule);
+                for (offset, rule) in epilogues {
+                    fde.add_instruction(*offset, rule.clone());
                 }
                 Ok(fde)
             }
@@ -492,58 +495,9 @@ enum SystemV<'a> {
     Compiled(
         &'a cranelift_codegen::isa::unwind::systemv::UnwindInfo,
         CallConv,
-        &'a [Epilogue],
+        &'a [(u32, gimli::write::CallFrameInstruction)],
     ),
     Written(&'a [(u32, gimli::write::CallFrameInstruction)]),
-}
-
-/// The rules an x86_64 function's FDE adds for its `epilogues` (found in its code by
-/// [`super::x86_epilogues`]), in a function `len` bytes long, as GCC writes them: where an
-/// epilogue starts, the body's rules are remembered and every callee-saved register is its
-/// own again (each was reloaded before the frame is freed, and its slot may be gone: below
-/// the stack pointer, past the red zone for a large save area); after `pop rbp` the CFA is
-/// `rsp + 8` and `rbp` its own; after the `ret` or jump the body's rules come back.
-/// Cranelift's CFI describes the prologue only, so without these an unwinder stopped after
-/// `pop rbp` takes the caller's `rbp` for this frame's.
-fn epilogue_rules(
-    epilogues: &[Epilogue],
-    len: u32,
-) -> Vec<(u32, gimli::write::CallFrameInstruction)> {
-    use gimli::write::CallFrameInstruction as Rule;
-    use gimli::X86_64 as R;
-    // Every register a System V or Windows x64 function keeps but `rbp`: saying one that
-    // was not saved is its own says nothing new.
-    let kept = [
-        R::RBX,
-        R::RSI,
-        R::RDI,
-        R::R12,
-        R::R13,
-        R::R14,
-        R::R15,
-        R::XMM6,
-        R::XMM7,
-        R::XMM8,
-        R::XMM9,
-        R::XMM10,
-        R::XMM11,
-        R::XMM12,
-        R::XMM13,
-        R::XMM14,
-        R::XMM15,
-    ];
-    let mut rules = Vec::new();
-    for e in epilogues {
-        let at = |offset: usize| offset as u32;
-        rules.push((at(e.start()), Rule::RememberState));
-        rules.extend(kept.iter().map(|&r| (at(e.start()), Rule::Restore(r))));
-        rules.push((at(e.popped), Rule::Cfa(R::RSP, 8)));
-        rules.push((at(e.popped), Rule::Restore(R::RBP)));
-        if at(e.end) < len {
-            rules.push((at(e.end), Rule::RestoreState));
-        }
-    }
-    rules
 }
 
 fn is_aarch64(isa: &dyn TargetIsa) -> bool {
@@ -584,11 +538,14 @@ const RA_SIGN_STATE: gimli::Register = gimli::Register(34);
 /// unwinder reads a plain address and does not authenticate it (the function itself
 /// still authenticates before it returns).
 ///
-/// The FDE is written with `cie`, read back (gimli's writer keeps its instructions to
+/// The FDE, with the rules of the function's `epilogues` ([`super::epilogues`], which say
+/// where an epilogue authenticates the return address as Cranelift's prologue says where it
+/// is signed), is written with `cie`, read back (gimli's writer keeps its instructions to
 /// itself) and rebuilt.
 fn fde_every_unwinder_reads(
     cie: &CommonInformationEntry,
     info: &cranelift_codegen::isa::unwind::systemv::UnwindInfo,
+    epilogues: &[(u32, gimli::write::CallFrameInstruction)],
     call_conv: CallConv,
     address: Address,
     endian: gimli::RunTimeEndian,
@@ -599,7 +556,11 @@ fn fde_every_unwinder_reads(
         |what: String| EmitError::Object(format!("return-address signing in .eh_frame: {what}"));
     let mut table = FrameTable::default();
     let cie_id = table.add_cie(cie.clone());
-    table.add_fde(cie_id, info.to_fde(Address::Constant(0)));
+    let mut fde = info.to_fde(Address::Constant(0));
+    for (offset, rule) in epilogues {
+        fde.add_instruction(*offset, rule.clone());
+    }
+    table.add_fde(cie_id, fde);
     let mut written = EhFrame(EndianVec::new(endian));
     table
         .write_eh_frame(&mut written)
@@ -665,6 +626,11 @@ fn fde_every_unwinder_reads(
             }
             Read::DefCfa { register, offset } => Write::Cfa(register, offset as i32),
             Read::DefCfaRegister { register } => Write::CfaRegister(register),
+            // An epilogue's, after it pops a `tail` function's stack arguments.
+            Read::DefCfaSf {
+                register,
+                factored_offset,
+            } => Write::Cfa(register, (factored_offset * data_factor) as i32),
             Read::DefCfaOffset { offset } => Write::CfaOffset(offset as i32),
             Read::Offset {
                 register,
@@ -690,7 +656,6 @@ fn fde_every_unwinder_reads(
             Read::ArgsSize { size } => Write::ArgsSize(size as u32),
             // What Cranelift does not write for aarch64: refused rather than guessed.
             Read::SetLoc { .. }
-            | Read::DefCfaSf { .. }
             | Read::DefCfaOffsetSf { .. }
             | Read::DefCfaExpression { .. }
             | Read::OffsetExtendedSf { .. }

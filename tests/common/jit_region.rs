@@ -18,8 +18,8 @@ use cranelift_module::ModuleResult;
 /// that neither this process nor qemu's guest uses otherwise.
 const FIRST_BASE: usize = 0x2000_0000_0000;
 const REGION_BYTES: usize = 64 << 20;
-/// The first page holds the import stubs, 16 bytes each.
-const STUB_PAGE: usize = 4096;
+/// The first page holds the import stubs, 16 bytes each: the code allocated follows it.
+pub const STUB_PAGE: usize = 4096;
 const STUB_BYTES: usize = 16;
 
 /// One mapping at a fixed address that cranelift-jit allocates from (code, read-only and

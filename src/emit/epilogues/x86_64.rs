@@ -24,25 +24,20 @@
 //!   [`rewrite_for_windows`] makes the two, in the same bytes, a `nop` (3 or 6 bytes) and
 //!   `lea rsp, [rbp+0]`: stopped at the `nop` the frame is still allocated, as anywhere in
 //!   the body; at the `lea` Windows sees an epilogue (`rbp` is the frame register of the
-//!   unwind information [`super::unwind`] writes) and runs it.
+//!   unwind information [`crate::emit::unwind`] writes) and runs it.
 //! - **DWARF**: Cranelift's CFI describes the prologue only, so its rules (CFA `rbp + 16`,
 //!   registers saved in the frame) hold to the function's end. After `pop rbp`, `rbp` is
 //!   the caller's and the CFA is wrong; after the `add`, the saved registers lie below the
 //!   stack pointer, past the red zone for a large save area, where a signal frame writes.
-//!   [`Epilogue`] gives what [`super::unwind`] adds to each FDE: from the `add` the
+//!   [`cfi`] gives the rules [`crate::emit::unwind`] adds to each FDE: from the `add` the
 //!   callee-saved registers hold their own values, from after `pop rbp` the CFA is
 //!   `rsp + 8`, and after the epilogue's last instruction the body's rules again (as GCC
 //!   says with `.cfi_remember_state` and `.cfi_restore_state`).
 //!
 //! No offset moves, so relocations, traps, call sites and the prologue's unwind codes stay
-//! where Cranelift put them. The instructions are found by decoding (iced-x86) from the
-//! function's start, from each block start (Cranelift reports them with
-//! `machine_code_cfg_info`, which [`compiling_isa`] turns on; it changes no byte of the
-//! code) and from each direct branch's target, each run up to its first instruction that
-//! does not fall through or the next of those starts. The only data Cranelift puts among
-//! x86_64 code (jump tables, the constant pool) follows such an instruction, so bytes that
-//! merely look like an epilogue are never read as one, and an epilogue a jump enters
-//! anywhere but at its start is left alone.
+//! where Cranelift put them. The instructions are decoded with iced-x86, only where they
+//! surely are instructions (see [`super`]), and an epilogue a jump enters anywhere but at
+//! its start is left alone.
 //!
 //! What this does not mend on Windows: a `tail`-convention tail call that shrinks its
 //! stack argument area moves the return address between `pop rbp` and its jump, and a
@@ -54,10 +49,9 @@
 //! nothing else changes (zstd 358, re2 1,830, sqlite 2,802). Recording the block starts and
 //! decoding costs about 1.3% of code generation's instructions (zstd, one thread).
 
-use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
-use cranelift_codegen::settings::{self, Configurable};
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
-use target_lexicon::{Architecture, OperatingSystem};
+
+use super::Rules;
 
 /// `lea rsp, [rbp+0]`.
 const LEA_RSP_RBP: [u8; 4] = [0x48, 0x8d, 0x65, 0x00];
@@ -86,44 +80,48 @@ impl Epilogue {
     }
 }
 
-/// Whether `isa` compiles for x86_64, whose epilogues are found.
-pub fn applies_to(isa: &dyn TargetIsa) -> bool {
-    isa.triple().architecture == Architecture::X86_64
-}
-
-/// Whether `isa` compiles for Windows on x86_64, whose epilogues are rewritten.
-pub fn rewrites_for(isa: &dyn TargetIsa) -> bool {
-    applies_to(isa) && isa.triple().operating_system == OperatingSystem::Windows
-}
-
-/// The ISA to compile `isa`'s code with so that its epilogues can be found: `None` when
-/// `isa` itself does (not x86_64, no unwind information, or `machine_code_cfg_info`
-/// already on), otherwise the same ISA with `machine_code_cfg_info` on, which records
-/// where blocks start and changes no byte of the code.
-pub fn compiling_isa(isa: &dyn TargetIsa) -> Result<Option<OwnedTargetIsa>, String> {
-    if !applies_to(isa) || !isa.flags().unwind_info() || isa.flags().machine_code_cfg_info() {
-        return Ok(None);
+/// The rules an FDE adds for `epilogues` (found by [`epilogues`]) in a function `len`
+/// bytes long, as GCC writes them: where an epilogue starts, the body's rules are
+/// remembered and every callee-saved register is its own again (each was reloaded before
+/// the frame is freed, and its slot may be gone: below the stack pointer, past the red
+/// zone for a large save area); after `pop rbp` the CFA is `rsp + 8` and `rbp` its own;
+/// after the `ret` or jump the body's rules come back.
+pub fn cfi(epilogues: &[Epilogue], len: u32) -> Rules {
+    use gimli::write::CallFrameInstruction as Rule;
+    use gimli::X86_64 as R;
+    // Every register a System V or Windows x64 function keeps but `rbp`: saying one that
+    // was not saved is its own says nothing new.
+    let kept = [
+        R::RBX,
+        R::RSI,
+        R::RDI,
+        R::R12,
+        R::R13,
+        R::R14,
+        R::R15,
+        R::XMM6,
+        R::XMM7,
+        R::XMM8,
+        R::XMM9,
+        R::XMM10,
+        R::XMM11,
+        R::XMM12,
+        R::XMM13,
+        R::XMM14,
+        R::XMM15,
+    ];
+    let mut rules = Rules::new();
+    for e in epilogues {
+        let at = |offset: usize| offset as u32;
+        rules.push((at(e.start()), Rule::RememberState));
+        rules.extend(kept.iter().map(|&r| (at(e.start()), Rule::Restore(r))));
+        rules.push((at(e.popped), Rule::Cfa(R::RSP, 8)));
+        rules.push((at(e.popped), Rule::Restore(R::RBP)));
+        if at(e.end) < len {
+            rules.push((at(e.end), Rule::RestoreState));
+        }
     }
-    let mut shared = settings::builder();
-    for value in isa.flags().iter() {
-        shared
-            .set(value.name, &value.value_string())
-            .map_err(|e| format!("copying the setting {}: {e}", value.name))?;
-    }
-    shared
-        .enable("machine_code_cfg_info")
-        .map_err(|e| format!("machine_code_cfg_info: {e}"))?;
-    let mut builder = cranelift_codegen::isa::lookup(isa.triple().clone())
-        .map_err(|e| format!("the target {}: {e}", isa.triple()))?;
-    for value in isa.isa_flags() {
-        builder
-            .set(value.name, &value.value_string())
-            .map_err(|e| format!("copying the setting {}: {e}", value.name))?;
-    }
-    builder
-        .finish(settings::Flags::new(shared))
-        .map(Some)
-        .map_err(|e| format!("the target {}: {e}", isa.triple()))
+    rules
 }
 
 /// Rewrite, in `code`, the `add rsp, N` and `mov rsp, rbp` of each of its `epilogues`
@@ -369,11 +367,12 @@ mod tests {
         assert_eq!(rewrite(&mut code, &[]), 0);
     }
 
-    /// A real function compiled for Windows x64 by the ISA [`compiling_isa`] gives: the
+    /// A real function compiled for Windows x64 by the ISA [`super::super::compiling_isa`] gives: the
     /// code is the same as the original ISA's, and its epilogue is rewritten.
     #[test]
     fn a_compiled_function_keeps_its_bytes_but_the_epilogue() {
         use cranelift_codegen::control::ControlPlane;
+        use cranelift_codegen::isa::TargetIsa;
         let text = std::fs::read_to_string(format!(
             "{}/fixtures/unwind/throw_through_fastcall.clif",
             env!("CARGO_MANIFEST_DIR")
@@ -382,10 +381,10 @@ mod tests {
         let func = cranelift_reader::parse_functions(&text).unwrap().remove(0);
         let target = crate::TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
         let isa = crate::emit::build_isa(&target, &[]).unwrap();
-        let twin = compiling_isa(&*isa)
+        let twin = super::super::compiling_isa(&*isa)
             .unwrap()
             .expect("an x86_64 ISA without block starts");
-        assert!(compiling_isa(&*twin).unwrap().is_none());
+        assert!(super::super::compiling_isa(&*twin).unwrap().is_none());
         let compile = |isa: &dyn TargetIsa| {
             let mut ctx = cranelift_codegen::Context::for_function(func.clone());
             ctx.compile(isa, &mut ControlPlane::default()).unwrap();
