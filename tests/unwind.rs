@@ -31,7 +31,9 @@
 //!   and at every instruction unwinds with libgcc's `_Unwind_Backtrace` from its SIGTRAP
 //!   handler to the harness's call site, which it must reach with the stack pointer and
 //!   callee-saved registers the call left: through Cranelift's epilogues (whose rules
-//!   clif-merge adds) and through thunks that are a single jump (whose FDE it writes).
+//!   clif-merge adds) and through thunks that are a single jump (whose FDE it writes);
+//!   then the same for the functions defined in a `JITModule` through the plugin, with
+//!   `Merged::jit_eh_frame`'s frames registered.
 //! - `linux_aarch64_unwinds_at_every_instruction`: the same on aarch64 Linux under qemu,
 //!   which has no single-step: `fixtures/unwind/breakpoints_aarch64.c` writes a breakpoint
 //!   over every instruction the entries run (qemu's log of a first run names them) and
@@ -1107,8 +1109,10 @@ const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 /// gdb would not do: its own epilogue analysis hides a wrong rule at a `ret`). Every step
 /// must reach the harness's call site with the stack pointer and callee-saved registers the
 /// call left, Cranelift's epilogues included: its CFI says the CFA is `rbp + 16` up to the
-/// function's end, which after `pop rbp` is the caller's `rbp`, so clif-merge's FDEs add a
-/// row at each `ret` (and tail call's jump) that follows ([`clif_merge::emit::unwind`]).
+/// function's end, which after `pop rbp` is the caller's `rbp`, so clif-merge's FDEs add
+/// the rules of each epilogue ([`clif_merge::emit::epilogues`]). Then the same for both
+/// fixtures' functions defined in a `JITModule` through the plugin in every mode, loaded
+/// as an image with the frames `Merged::jit_eh_frame` gives registered with libgcc.
 #[test]
 fn linux_x86_64_unwinds_at_every_instruction() {
     if !cfg!(all(target_arch = "x86_64", target_os = "linux")) || !have("cc") {
@@ -1140,41 +1144,7 @@ fn linux_x86_64_unwinds_at_every_instruction() {
             let fast = dir.join(format!("f{i}-{pic}.o"));
             clif_merge_fixture(FASTCALL_FIXTURE, triple, pic, args, &[], &fast);
             let exe = dir.join(format!("step{i}-{pic}"));
-            run(Command::new("cc")
-                .args(["-O1", "-no-pie", "-static"])
-                .arg(&source)
-                .arg(&harness)
-                .arg(&obj)
-                .arg(&fast)
-                .arg("-o")
-                .arg(&exe));
-            let printed = run(&mut Command::new(&exe));
-            let mut values = BTreeMap::new();
-            for line in printed.lines() {
-                // S steps, W wrong [rip...]
-                let StepLine { name, value, words } = StepLine::of(line, &context);
-                let number = |i| StepLine::number(&words, i, line, &context);
-                let (steps, wrong) = (number(0), number(2));
-                assert!(
-                    steps > 0,
-                    "{context}: {name} was not stepped through:\n{printed}"
-                );
-                assert_eq!(
-                    wrong,
-                    0,
-                    "{context}: stopped at {}, libgcc's unwinder did not find {name}'s caller \
-                     with its stack pointer and callee-saved registers (disassemble {}):\n\
-                     {printed}",
-                    words.get(4..).map(|w| w.join(" ")).unwrap_or_default(),
-                    exe.display()
-                );
-                values.insert(name.to_string(), value.to_string());
-            }
-            assert_eq!(
-                values.len(),
-                stepped_entries().len(),
-                "{context}: the harness did not step through every entry:\n{printed}"
-            );
+            let values = run_single_step_linux(&source, &harness, &[&obj, &fast], &exe, &context);
             let reference = reference.get_or_insert_with(|| values.clone());
             assert_eq!(
                 reference, &values,
@@ -1182,6 +1152,98 @@ fn linux_x86_64_unwinds_at_every_instruction() {
             );
         }
     }
+    // The same functions defined in a `JITModule` through the plugin, loaded as an image
+    // with the frames `Merged::jit_eh_frame` gives registered with libgcc.
+    let reference = reference.expect("the objects ran");
+    for (mode, similar, clif_thunks) in jit_configurations() {
+        let name = format!("{mode:?}-{similar}-{clif_thunks}");
+        let context = format!("{triple} JIT, {name}");
+        let jit_dir = dir.join(format!("jit-{name}"));
+        let image = LinuxJitImage::x86_64(&jit_dir, mode, similar, clif_thunks);
+        let main = format!(
+            "{SINGLE_STEP_DECLARATIONS}void skip_unwinding(const void *, const void *);\n{}{}",
+            image.loader(),
+            single_step_main(
+                &format!(
+                    "  load_image();\n  register_image_frames();\n  \
+                     skip_unwinding((void *)0x{:x}ull, (void *)0x{:x}ull);\n",
+                    image.base,
+                    image.code().0
+                ),
+                |entry| format!("0x{:x}ull", image.addresses[entry])
+            )
+        );
+        let source = jit_dir.join("main.c");
+        std::fs::write(&source, &main).unwrap();
+        let values = run_single_step_linux(&source, &harness, &[], &jit_dir.join("step"), &context);
+        assert_eq!(
+            reference, values,
+            "{context}: stepped entries returned other values than unmerged objects"
+        );
+    }
+}
+
+/// `source` (a `main` for [`SINGLE_STEP_LINUX`]) linked with the `harness` and `objects`
+/// into `exe` and run: every entry stepped through, every step unwound. Each entry's
+/// value, by name.
+fn run_single_step_linux(
+    source: &Path,
+    harness: &Path,
+    objects: &[&Path],
+    exe: &Path,
+    context: &str,
+) -> BTreeMap<String, String> {
+    run(Command::new("cc")
+        .args(["-O1", "-no-pie", "-static"])
+        .arg(source)
+        .arg(harness)
+        .args(objects)
+        .arg("-o")
+        .arg(exe));
+    let printed = run(&mut Command::new(exe));
+    linux_steps(&printed, true, stepped_entries().len(), "", exe, context)
+}
+
+/// Check what a Linux single-step or breakpoint harness printed: a line per entry,
+/// `NAME(1) = VALUE: S steps, W wrong [PLACE...]`, `entries` of them, each entry stepped
+/// through exactly when `stepped`, and no step that did not unwind (`places` says, in the
+/// message, what the places printed for those are). Each entry's value, by name.
+fn linux_steps(
+    printed: &str,
+    stepped: bool,
+    entries: usize,
+    places: &str,
+    exe: &Path,
+    context: &str,
+) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    for line in printed.lines() {
+        let StepLine { name, value, words } = StepLine::of(line, context);
+        let number = |i| StepLine::number(&words, i, line, context);
+        let (steps, wrong) = (number(0), number(2));
+        assert_eq!(
+            steps > 0,
+            stepped,
+            "{context}: {name} was {}stepped through:\n{printed}",
+            if stepped { "not " } else { "" }
+        );
+        assert_eq!(
+            wrong,
+            0,
+            "{context}: stopped at {}{places}, libgcc's unwinder did not find {name}'s \
+             caller with its stack pointer and callee-saved registers (disassemble {}):\n\
+             {printed}",
+            words.get(4..).map(|w| w.join(" ")).unwrap_or_default(),
+            exe.display()
+        );
+        values.insert(name.to_string(), value.to_string());
+    }
+    assert_eq!(
+        values.len(),
+        entries,
+        "{context}: the harness did not run every entry:\n{printed}"
+    );
+    values
 }
 
 /// The harness of [`linux_aarch64_unwinds_at_every_instruction`].
@@ -1253,35 +1315,8 @@ fn breakpoints_run(exe: &Path, text: (u64, u64), context: &str) -> BTreeMap<Stri
     .unwrap();
     let printed = run(qemu().arg(exe).arg(&stops));
     let values = |printed: &str, stepped: bool| {
-        let mut values = BTreeMap::new();
-        for line in printed.lines() {
-            // S steps, W wrong [pc...]
-            let StepLine { name, value, words } = StepLine::of(line, context);
-            let number = |i| StepLine::number(&words, i, line, context);
-            let (steps, wrong) = (number(0), number(2));
-            assert_eq!(
-                steps > 0,
-                stepped,
-                "{context}: {name} was {}stepped through:\n{printed}",
-                if stepped { "not " } else { "" }
-            );
-            assert_eq!(
-                wrong,
-                0,
-                "{context}: stopped at {} (offsets into the code under test), libgcc's \
-                 unwinder did not find {name}'s caller with its stack pointer and \
-                 callee-saved registers (disassemble {}):\n{printed}",
-                words.get(4..).map(|w| w.join(" ")).unwrap_or_default(),
-                exe.display()
-            );
-            values.insert(name.to_string(), value.to_string());
-        }
-        assert_eq!(
-            values.len(),
-            entries().len(),
-            "{context}: the harness did not run every entry:\n{printed}"
-        );
-        values
+        let places = " (offsets into the code under test)";
+        linux_steps(printed, stepped, entries().len(), places, exe, context)
     };
     let stepped = values(&printed, true);
     assert_eq!(
@@ -1386,14 +1421,15 @@ fn linux_aarch64_unwinds_at_every_instruction() {
         let name = format!("{mode:?}-{similar}-{clif_thunks}-{}", settings.len());
         let context = format!("aarch64 JIT, {name}, {settings:?}");
         let jit_dir = dir.join(format!("jit-{name}"));
-        let image = Aarch64Image::new(&jit_dir, mode, similar, clif_thunks, settings, &context);
+        let image =
+            LinuxJitImage::aarch64(&jit_dir, mode, similar, clif_thunks, settings, &context);
         let main = format!(
             "{BREAKPOINTS_DECLARATIONS}{}{}",
             image.loader(),
             breakpoints_main(
                 "  load_image();\n  register_image_frames();\n",
-                &format!("0x{:x}ull", image.base + jit_region::STUB_PAGE),
-                &format!("0x{:x}ull", image.base + image.len),
+                &format!("0x{:x}ull", image.code().0),
+                &format!("0x{:x}ull", image.code().0 + image.code().1),
                 |entry| format!("0x{:x}ull", image.addresses[entry])
             )
         );
@@ -1754,12 +1790,13 @@ fn write_image(
     (image, addresses)
 }
 
-/// What the aarch64 JIT image imports: `cb`, the C++ harness's own.
+/// What the aarch64 JIT image imports: `cb`, the harness's own.
 const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
 
-/// The fixture defined through the plugin in a `JITModule` for aarch64, written out as an
-/// image with the `.eh_frame` the plugin gives for it: where, and what a C loader needs.
-struct Aarch64Image {
+/// Functions defined through the plugin in a `JITModule` for Linux (aarch64, or x86_64),
+/// written out as an image with the `.eh_frame` the plugin gives for it: where, and what a
+/// C loader needs.
+struct LinuxJitImage {
     image: PathBuf,
     eh_frame: PathBuf,
     eh_frame_len: usize,
@@ -1767,14 +1804,26 @@ struct Aarch64Image {
     len: usize,
     /// Each entry's address.
     addresses: BTreeMap<String, usize>,
+    aarch64: bool,
 }
 
-impl Aarch64Image {
+impl LinuxJitImage {
+    /// What the image for `aarch64` or x86_64 imports.
+    fn imports(aarch64: bool) -> &'static [(&'static str, &'static str)] {
+        if aarch64 {
+            &IMAGE_IMPORTS
+        } else {
+            &X86_64_IMAGE_IMPORTS
+        }
+    }
+}
+
+impl LinuxJitImage {
     /// The fixture defined through the plugin in a `JITModule` for aarch64 (a
     /// fixed-address region of this process, [`jit_region`]) with `settings`
     /// (`NAME=VALUE`), written out into `dir` with the `.eh_frame` the plugin gives for it
     /// (`Merged::jit_eh_frame`).
-    fn new(
+    fn aarch64(
         dir: &Path,
         mode: MergeMode,
         similar: bool,
@@ -1782,7 +1831,53 @@ impl Aarch64Image {
         settings: &[&str],
         context: &str,
     ) -> Self {
-        let target = TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap();
+        let image = Self::new(
+            dir,
+            "aarch64-unknown-linux-gnu",
+            functions(),
+            &entries(),
+            (mode, similar, clif_thunks),
+            settings,
+        );
+        let eh_frame = std::fs::read(&image.eh_frame).unwrap();
+        let signs = settings.contains(&"sign_return_address=true");
+        assert_eq!(
+            ra_state_forms(&eh_frame),
+            (signs, false),
+            "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of \
+             RA_SIGN_STATE) in the JIT's .eh_frame"
+        );
+        image
+    }
+
+    /// Both fixtures, [`FIXTURE`]'s and [`FASTCALL_FIXTURE`]'s functions, defined through
+    /// the plugin in a `JITModule` for x86_64 Linux and written out into `dir` as
+    /// [`LinuxJitImage::aarch64`] does.
+    fn x86_64(dir: &Path, mode: MergeMode, similar: bool, clif_thunks: bool) -> Self {
+        let mut funcs = functions();
+        let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
+        funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());
+        Self::new(
+            dir,
+            "x86_64-unknown-linux-gnu",
+            funcs,
+            &harness_entries(true),
+            (mode, similar, clif_thunks),
+            &[],
+        )
+    }
+
+    /// `funcs` defined for `triple` in `mode`, with merge-similar or not, with CLIF
+    /// thunks or not, with `settings` and without PIC; the addresses of `entries`.
+    fn new(
+        dir: &Path,
+        triple: &str,
+        funcs: Vec<Function>,
+        entries: &[(String, bool)],
+        (mode, similar, clif_thunks): (MergeMode, bool, bool),
+        settings: &[&str],
+    ) -> Self {
+        let target = TargetInfo::from_triple_str(triple).unwrap();
         let settings: Vec<(String, String)> = std::iter::once("is_pic=false")
             .chain(settings.iter().copied())
             .map(|s| {
@@ -1790,38 +1885,32 @@ impl Aarch64Image {
                 (name.to_string(), value.to_string())
             })
             .collect();
+        let aarch64 = triple.starts_with("aarch64");
         let isa = clif_merge::build_isa(&target, &settings).unwrap();
-        let (region, mut module) = image_module(isa, &IMAGE_IMPORTS);
-        let (merged, ids) =
-            define_with_plugin(&mut module, functions(), mode, similar, clif_thunks);
+        let (region, mut module) = image_module(isa, Self::imports(aarch64));
+        let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
         module.finalize_definitions().unwrap();
-        // Frames of aarch64 code are not this x86_64 process's to unwind.
-        assert_eq!(
-            merged.register_jit_frames(&module).unwrap().registrations(),
-            0,
-            "{context}: frames of foreign code were registered"
-        );
+        if aarch64 {
+            // Frames of aarch64 code are not this x86_64 process's to unwind.
+            assert_eq!(
+                merged.register_jit_frames(&module).unwrap().registrations(),
+                0,
+                "{triple}: frames of foreign code were registered"
+            );
+        }
         let eh_frame = merged.jit_eh_frame(&module).unwrap();
-        assert!(!eh_frame.is_empty(), "{context}: no .eh_frame");
-        let signs = settings
-            .iter()
-            .any(|(name, value)| name == "sign_return_address" && value == "true");
-        assert_eq!(
-            ra_state_forms(&eh_frame),
-            (signs, false),
-            "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of \
-             RA_SIGN_STATE) in the JIT's .eh_frame"
-        );
-        let (image, addresses) = write_image(dir, &region, module, &ids, &entries());
+        assert!(!eh_frame.is_empty(), "{triple}: no .eh_frame");
+        let (image, addresses) = write_image(dir, &region, module, &ids, entries);
         let frames = dir.join("eh_frame.bin");
         std::fs::write(&frames, &eh_frame).unwrap();
-        Aarch64Image {
+        LinuxJitImage {
             image,
             eh_frame: frames,
             eh_frame_len: eh_frame.len(),
             base: region.base(),
             len: region.used(),
             addresses,
+            aarch64,
         }
     }
 
@@ -1834,8 +1923,12 @@ impl Aarch64Image {
             &self.image,
             self.base,
             self.len,
-            &IMAGE_IMPORTS,
-            &jit_region::Loader::LinuxAarch64 { guarded: false },
+            Self::imports(self.aarch64),
+            &if self.aarch64 {
+                jit_region::Loader::LinuxAarch64 { guarded: false }
+            } else {
+                jit_region::Loader::LinuxX86_64
+            },
         );
         s += &format!(
             "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid __register_frame(void *);\n\
@@ -1850,9 +1943,16 @@ impl Aarch64Image {
         );
         s
     }
+
+    /// Where the code cranelift-jit wrote lies: what the image holds after its page of
+    /// import stubs (the loader's stand-ins for a linker's, which have no FDE).
+    fn code(&self) -> (u64, u64) {
+        let start = self.base + jit_region::STUB_PAGE;
+        (start as u64, (self.len - jit_region::STUB_PAGE) as u64)
+    }
 }
 
-/// The fixture defined through the plugin in a `JITModule` for aarch64 ([`Aarch64Image`]),
+/// The fixture defined through the plugin in a `JITModule` for aarch64 ([`LinuxJitImage`]),
 /// run under qemu by a C++ loader that maps the image where the JIT put it, registers the
 /// frames with its own libgcc and calls every entry: what it printed.
 fn aarch64_jit_output(
@@ -1865,7 +1965,7 @@ fn aarch64_jit_output(
     let context = format!(
         "aarch64 JIT {mode:?}, merge-similar {similar}, CLIF thunks {clif_thunks}, {settings:?}"
     );
-    let image = Aarch64Image::new(dir, mode, similar, clif_thunks, settings, &context);
+    let image = LinuxJitImage::aarch64(dir, mode, similar, clif_thunks, settings, &context);
     let mut source = harness_prelude();
     source += &image.loader();
     source += "int main() {\n  load_image();\n  register_image_frames();\n";
@@ -1925,8 +2025,9 @@ fn cxx_exceptions_cross_aarch64_jit_code() {
     }
 }
 
-/// What the Windows JIT image imports: `cb` and `cb_fastcall`, the C++ harness's own.
-const WINDOWS_IMAGE_IMPORTS: [(&str, &str); 2] = [("cb", "&cb"), ("cb_fastcall", "&cb_fastcall")];
+/// What an x86_64 JIT image (Windows or Linux) imports: `cb` and `cb_fastcall`, the
+/// harness's own.
+const X86_64_IMAGE_IMPORTS: [(&str, &str); 2] = [("cb", "&cb"), ("cb_fastcall", "&cb_fastcall")];
 
 /// The functions of [`windows_fixture`] and [`FASTCALL_FIXTURE`] defined through the plugin
 /// in a `JITModule` for `x86_64-pc-windows-gnu` (a fixed-address region of this process,
@@ -1997,7 +2098,7 @@ impl WindowsJitImage {
             &self.image,
             self.base,
             self.len,
-            &WINDOWS_IMAGE_IMPORTS,
+            &X86_64_IMAGE_IMPORTS,
             &jit_region::Loader::WindowsX64 {
                 function_table: register.then_some(&self.table),
             },
@@ -2014,7 +2115,7 @@ fn windows_jit_image(
 ) -> WindowsJitImage {
     let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
     let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
-    let (region, mut module) = image_module(isa, &WINDOWS_IMAGE_IMPORTS);
+    let (region, mut module) = image_module(isa, &X86_64_IMAGE_IMPORTS);
     let mut funcs = windows_functions();
     let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
     funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());

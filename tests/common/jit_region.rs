@@ -150,6 +150,10 @@ pub enum Loader<'a> {
     /// (`PROT_BTI`): an indirect branch into it that lands anywhere but a landing pad is an
     /// illegal instruction.
     LinuxAarch64 { guarded: bool },
+    /// x86_64 Linux, natively (`tests/unwind.rs`; the differential tests run x86_64 Linux
+    /// JIT code in their own process).
+    #[allow(dead_code)]
+    LinuxX86_64,
     /// x86_64 Windows, under Wine: the image's function table (the plugin's
     /// `Merged::jit_function_table`), if any, is registered with `RtlAddFunctionTable`,
     /// as a Windows JIT registers its code's.
@@ -194,7 +198,7 @@ pub fn loader_c(
 ) -> String {
     let mut s = String::from("#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n");
     s.push_str(match loader {
-        Loader::LinuxAarch64 { .. } => "#include <sys/mman.h>\n",
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => "#include <sys/mman.h>\n",
         Loader::WindowsX64 { .. } => WINDOWS_DECLARATIONS,
     });
     if let Loader::WindowsX64 {
@@ -215,7 +219,7 @@ pub fn loader_c(
         "  void *want = (void *)0x{base:x}ull;\n  size_t len = {len}u;\n  size_t mapped = (len + 65535) & ~(size_t)65535;\n"
     ));
     s.push_str(match loader {
-        Loader::LinuxAarch64 { .. } => {
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => {
             "  void *p = mmap(want, mapped, PROT_READ | PROT_WRITE, \
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);\n\
              \x20 if (p != want) { perror(\"mmap of the JIT image\"); exit(3); }\n"
@@ -240,17 +244,17 @@ pub fn loader_c(
                 "    static const uint32_t code[2] = {0x58000050u, 0xd61f0200u}; memcpy(stub, code, 8); memcpy(stub + 8, &to, 8); }\n"
             }
             // jmp [rip + 0]; .quad to
-            Loader::WindowsX64 { .. } => {
+            Loader::WindowsX64 { .. } | Loader::LinuxX86_64 => {
                 "    static const unsigned char code[6] = {0xff, 0x25, 0, 0, 0, 0}; memcpy(stub, code, 6); memcpy(stub + 6, &to, 8); }\n"
             }
         });
     }
     match loader {
-        Loader::LinuxAarch64 { guarded } => {
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => {
             s.push_str(
                 "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n",
             );
-            if *guarded {
+            if let Loader::LinuxAarch64 { guarded: true } = loader {
                 s.push_str(&format!(
                     "  if (mprotect((char *)p + {STUB_PAGE}, mapped - {STUB_PAGE}, PROT_READ | PROT_WRITE | PROT_EXEC | PROT_BTI) != 0) {{ perror(\"mprotect with PROT_BTI\"); exit(3); }}\n"
                 ));
