@@ -71,7 +71,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
         loader,
     };
     let harness = dir.join("harness.c");
-    std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;
+    std::fs::write(&harness, c_harness(program, &entries, None)).map_err(|e| e.to_string())?;
     let exe = dir.join(match config.arch {
         Arch::X86_64Windows => "run.exe",
         Arch::X86_64 | Arch::Aarch64 => "run",

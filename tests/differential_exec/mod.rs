@@ -740,7 +740,25 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         (Arch::X86_64Windows, Output::SharedLibrary) => Entries::Imported,
         _ => Entries::Linked,
     };
-    std::fs::write(&harness, c_harness(program, &entries)).map_err(|e| e.to_string())?;
+    // Asynchronous unwinding through the code of every configuration that has unwind
+    // information: an x86_64 Linux executable steps through its calls.
+    let limit = match config.variant {
+        Variant::NoUnwindInfo => -1,
+        _ => STEP_LIMIT,
+    };
+    let stepping =
+        (config.arch == Arch::X86_64 && config.output == Output::Executable).then_some(limit);
+    std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
+    let step_sources: Vec<std::ffi::OsString> = if stepping.is_some() {
+        vec![
+            "-DSINGLE_STEP_NO_CALLBACKS".into(),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(SINGLE_STEP_LINUX)
+                .into(),
+        ]
+    } else {
+        Vec::new()
+    };
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
     let exe = dir.join(match config.arch {
         Arch::X86_64Windows => "run.exe",
@@ -799,6 +817,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .arg("-o")
                     .arg(&exe)
                     .arg(&harness)
+                    .args(&step_sources)
                     .arg(&object)
                     .arg("-lm"),
             )?;
@@ -898,14 +917,39 @@ pub enum Entries<'a> {
     },
 }
 
-/// A C program that calls every entry on its inputs and prints what it saw.
-fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
+/// The trap-flag stepper that x86_64 Linux executables' harnesses link
+/// ([`c_harness`]'s `stepping`): libgcc's unwinder at every instruction.
+const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
+
+/// The most steps of one call that are unwound; the rest of the call runs without the trap
+/// flag (a long loop would take seconds).
+const STEP_LIMIT: i64 = 4000;
+
+/// A C program that calls every entry on its inputs and prints what it saw. With
+/// `stepping`, it is linked with [`SINGLE_STEP_LINUX`] and steps through each entry's first
+/// call with x86_64's trap flag, unwinding at each instruction, up to that many steps a
+/// call (-1: none, the code otherwise the same), and fails (exit status 5, the steps that did not
+/// unwind on its standard error) when an unwind did not reach the call.
+fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<i64>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
          /* Entries are `system_v` functions, on Windows too. */\n\
          #ifdef _WIN32\n#define ENTRY_ABI __attribute__((sysv_abi))\n#else\n#define ENTRY_ABI\n#endif\n\
          typedef int64_t (ENTRY_ABI *entry_fn)(int64_t, int64_t, int64_t);\n",
     );
+    if let Some(limit) = stepping {
+        s.push_str(
+            "void start_stepping(void);\nvoid step_begin(const void *, int, long);\n\
+             void step_end(void);\nint step_totals(FILE *);\n",
+        );
+        // Read at run time, so that no code differs (a frame reader may see `main`'s).
+        // Each entry's first call is stepped through: the others mostly run the same
+        // instructions again.
+        let _ = writeln!(
+            s,
+            "static volatile long step_limit = {limit};\nstatic int first_call;"
+        );
+    }
     match entries {
         Entries::Linked => {
             for e in &p.entries {
@@ -965,6 +1009,19 @@ fn c_harness(p: &Program, entries: &Entries<'_>) -> String {
         let _ = writeln!(s, "  {{{e}, {}, {}}},", arg(a), arg(b));
     }
     let n = p.entries.len();
+    // The same code whether it steps or not (entries that read their frame see the same
+    // stack): what changes is the limit, -1 for none.
+    let (begin, end, start, totals, first) = if stepping.is_some() {
+        (
+            "step_begin((const void *)f, 0, first_call ? step_limit : -1);\n  ",
+            "\n  step_end();",
+            "start_stepping();\n  ",
+            "\n  if (step_limit >= 0 && !step_totals(stderr)) return 5;",
+            "first_call = k == 0;\n    ",
+        )
+    } else {
+        ("", "", "", "", "")
+    };
     let _ = write!(
         s,
         r#"}};
@@ -973,7 +1030,7 @@ __attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t 
                                                  unsigned flags, int64_t *res, uint64_t *hash) {{
   uint64_t mem[32];
   for (int i = 0; i < 32; i++) mem[i] = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-  *res = f(a, b, (int64_t)(uintptr_t)mem);
+  {begin}*res = f(a, b, (int64_t)(uintptr_t)mem);{end}
   if (flags & {ra}) mem[31] -= (uint64_t)(uintptr_t)&call_entry;
   if (flags & {fp}) mem[30] = (uint64_t)(uintptr_t)mem - mem[30];
   uint64_t h = 0xcbf29ce484222325ull;
@@ -983,7 +1040,7 @@ __attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t 
 int main(void) {{
   /* Line by line: a call that crashes is the one after the last line printed. */
   setvbuf(stdout, NULL, _IOLBF, 0);
-  load_image();
+  {start}load_image();
   unsigned n = sizeof INPUTS / sizeof INPUTS[0];
   unsigned seen[NSYMS] = {{0}};
   for (unsigned i = 0; i < n; i++) {{
@@ -992,7 +1049,7 @@ int main(void) {{
     int64_t a = in->ak ? (int64_t)(uintptr_t)SYMS[in->a] : in->a;
     int64_t b = in->bk ? (int64_t)(uintptr_t)SYMS[in->b] : in->b;
     int64_t r; uint64_t h;
-    call_entry((entry_fn)SYMS[in->e], a, b, FLAGS[in->e], &r, &h);
+    {first}call_entry((entry_fn)SYMS[in->e], a, b, FLAGS[in->e], &r, &h);
     printf("%u %u ", in->e, k);
     if (FLAGS[in->e] & {addr}) {{
       printf("@");
@@ -1004,7 +1061,7 @@ int main(void) {{
     printf(" %016llx\n", (unsigned long long)h);
     /* Windows' C runtime buffers `_IOLBF` output fully. */
     fflush(stdout);
-  }}
+  }}{totals}
   return 0;
 }}
 "#,
