@@ -18,10 +18,11 @@
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.
-//! On x86_64 Linux each executable's harness also steps through every entry's first call
-//! with the trap flag and unwinds with libgcc at each instruction
-//! (`fixtures/unwind/single_step_linux.c`): every step must reach the call site with the
-//! stack pointer and callee-saved registers the call left.
+//! On Linux each executable's harness also stops at every instruction of each entry's
+//! first call and unwinds with libgcc from there: x86_64 with the trap flag
+//! (`fixtures/unwind/single_step_linux.c`), aarch64 at breakpoints under qemu (one entry in
+//! eight, `fixtures/unwind/breakpoints_aarch64.c`). Every stop must reach the call site
+//! with the stack pointer and callee-saved registers the call left.
 //!
 //! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
 //! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored

@@ -741,23 +741,43 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         _ => Entries::Linked,
     };
     // Asynchronous unwinding through the code of every configuration that has unwind
-    // information: an x86_64 Linux executable steps through its calls.
+    // information: a Linux executable stops at every instruction of each entry's first
+    // call, x86_64's with the trap flag, aarch64's at breakpoints (only where the code is
+    // one section, and not where branch protection is enforced: the breakpoints need the
+    // code writable, which would map it unguarded).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
+        Variant::FunctionSections if config.arch == Arch::Aarch64 => -1,
+        _ if config.variant.guarded() => -1,
         _ => STEP_LIMIT,
     };
-    let stepping =
-        (config.arch == Arch::X86_64 && config.output == Output::Executable).then_some(limit);
+    let stepping = match (config.arch, config.output) {
+        (Arch::X86_64 | Arch::Aarch64, Output::Executable) => Some((config.arch, limit)),
+        _ => None,
+    };
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
-    let step_sources: Vec<std::ffi::OsString> = if stepping.is_some() {
-        vec![
+    let step_sources: Vec<std::ffi::OsString> = match stepping {
+        Some((Arch::Aarch64, _)) => {
+            // The object's code in a section of its own, whose bounds the linker names.
+            command(
+                Command::new("aarch64-linux-gnu-objcopy")
+                    .args(["--rename-section", ".text=merged_text"])
+                    .arg(&object),
+            )?;
+            vec![
+                "-DBREAKPOINTS_NO_CALLBACKS".into(),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(BREAKPOINTS_AARCH64)
+                    .into(),
+            ]
+        }
+        Some(_) => vec![
             "-DSINGLE_STEP_NO_CALLBACKS".into(),
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join(SINGLE_STEP_LINUX)
                 .into(),
-        ]
-    } else {
-        Vec::new()
+        ],
+        None => Vec::new(),
     };
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
     let exe = dir.join(match config.arch {
@@ -826,11 +846,14 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     }
     let stdout = match config.arch {
         Arch::X86_64 => command(&mut timed(&exe))?,
-        Arch::Aarch64 => command(
-            timed("qemu-aarch64")
-                .args(["-L", "/usr/aarch64-linux-gnu"])
-                .arg(&exe),
-        )?,
+        Arch::Aarch64 => match stepping {
+            Some((_, limit)) if limit >= 0 => run_with_breakpoints(&exe)?,
+            _ => command(
+                timed("qemu-aarch64")
+                    .args(["-L", "/usr/aarch64-linux-gnu"])
+                    .arg(&exe),
+            )?,
+        },
         Arch::X86_64Windows => {
             let (cmd, out) = wine::run(&exe, || timed("wine")).map_err(|e| format!("wine: {e}"))?;
             outcome(&cmd, out)?
@@ -921,6 +944,54 @@ pub enum Entries<'a> {
 /// ([`c_harness`]'s `stepping`): libgcc's unwinder at every instruction.
 const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 
+/// The breakpoint stepper that aarch64 Linux executables' harnesses link
+/// ([`c_harness`]'s `stepping`), run under qemu by [`run_with_breakpoints`].
+const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
+
+/// Run the aarch64 executable `exe` (its harness linked with [`BREAKPOINTS_AARCH64`]) under
+/// qemu twice: first as it is, with qemu logging the instructions it translates (only
+/// those that run: a block of them ends at each branch, so no literal or jump table among
+/// the code is in one), then with the offsets of those in `merged_text` as the
+/// instructions to stop at. Both must print the same; what the first printed.
+fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
+    let qemu = || {
+        let mut cmd = timed("qemu-aarch64");
+        cmd.args(["-L", "/usr/aarch64-linux-gnu"]);
+        cmd
+    };
+    let log = exe.with_extension("log");
+    let printed = command(qemu().args(["-d", "in_asm", "-D"]).arg(&log).arg(exe))?;
+    let bytes = std::fs::read(exe).map_err(|e| e.to_string())?;
+    use cranelift_object::object::{Object as _, ObjectSection as _};
+    let file = cranelift_object::object::File::parse(&*bytes).map_err(|e| e.to_string())?;
+    let Some(text) = file.section_by_name("merged_text") else {
+        return Err(format!("{}: no merged_text section", exe.display()));
+    };
+    let (start, end) = (text.address(), text.address() + text.size());
+    let log = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    let stops: std::collections::BTreeSet<u64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("0x")?.split(':').next())
+        .filter_map(|a| u64::from_str_radix(a, 16).ok())
+        .filter(|a| (start..end).contains(a))
+        .collect();
+    let file = exe.with_extension("stops");
+    let listed: String = stops.iter().map(|a| format!("{:x}\n", a - start)).collect();
+    std::fs::write(&file, listed).map_err(|e| e.to_string())?;
+    let stepped = command(qemu().arg(exe).arg(&file))?;
+    if stepped != printed {
+        return Err(format!(
+            "{}: stopped at breakpoints, the entries printed other results:\n{stepped}",
+            exe.display()
+        ));
+    }
+    Ok(printed)
+}
+
+/// On aarch64 the first calls of one entry in this many are stopped in (their breakpoints
+/// cost qemu the translation of the code again at every stop).
+const AARCH64_STEP_EVERY: u32 = 8;
+
 /// The most steps of one call that are unwound; the rest of the call runs without the trap
 /// flag (a long loop would take seconds).
 const STEP_LIMIT: i64 = 4000;
@@ -930,24 +1001,39 @@ const STEP_LIMIT: i64 = 4000;
 /// call with x86_64's trap flag, unwinding at each instruction, up to that many steps a
 /// call (-1: none, the code otherwise the same), and fails (exit status 5, the steps that did not
 /// unwind on its standard error) when an unwind did not reach the call.
-fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<i64>) -> String {
+fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
          /* Entries are `system_v` functions, on Windows too. */\n\
          #ifdef _WIN32\n#define ENTRY_ABI __attribute__((sysv_abi))\n#else\n#define ENTRY_ABI\n#endif\n\
          typedef int64_t (ENTRY_ABI *entry_fn)(int64_t, int64_t, int64_t);\n",
     );
-    if let Some(limit) = stepping {
+    if let Some((arch, limit)) = stepping {
+        s.push_str(match arch {
+            Arch::Aarch64 => {
+                "void start_stepping(int, char **, void *, void *);\n\
+                 extern uint32_t __start_merged_text[] __attribute__((weak));\n\
+                 extern uint32_t __stop_merged_text[] __attribute__((weak));\n"
+            }
+            Arch::X86_64 | Arch::X86_64Windows => "void start_stepping(void);\n",
+        });
         s.push_str(
-            "void start_stepping(void);\nvoid step_begin(const void *, int, long);\n\
-             void step_end(void);\nint step_totals(FILE *);\n",
+            "void step_begin(const void *, int, long);\nvoid step_end(void);\n\
+             int step_totals(FILE *);\n",
         );
         // Read at run time, so that no code differs (a frame reader may see `main`'s).
-        // Each entry's first call is stepped through: the others mostly run the same
-        // instructions again.
+        // Each entry's first call is stepped through (on aarch64 some entries'): the others
+        // mostly run the same instructions again.
+        // Under qemu every stop costs the translation of its page again: on aarch64 the
+        // first calls of one entry in [`AARCH64_STEP_EVERY`].
+        let every = match arch {
+            Arch::Aarch64 => AARCH64_STEP_EVERY,
+            Arch::X86_64 | Arch::X86_64Windows => 1,
+        };
         let _ = writeln!(
             s,
-            "static volatile long step_limit = {limit};\nstatic int first_call;"
+            "static volatile long step_limit = {limit};\nstatic int first_call;\n\
+             static const unsigned step_every = {every};"
         );
     }
     match entries {
@@ -1011,13 +1097,18 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<i64>) -> Strin
     let n = p.entries.len();
     // The same code whether it steps or not (entries that read their frame see the same
     // stack): what changes is the limit, -1 for none.
-    let (begin, end, start, totals, first) = if stepping.is_some() {
+    let (begin, end, start, totals, first) = if let Some((arch, _)) = stepping {
         (
             "step_begin((const void *)f, 0, first_call ? step_limit : -1);\n  ",
             "\n  step_end();",
-            "start_stepping();\n  ",
+            match arch {
+                Arch::Aarch64 => {
+                    "start_stepping(argc, argv, __start_merged_text, __stop_merged_text);\n  "
+                }
+                Arch::X86_64 | Arch::X86_64Windows => "start_stepping();\n  ",
+            },
             "\n  if (step_limit >= 0 && !step_totals(stderr)) return 5;",
-            "first_call = k == 0;\n    ",
+            "first_call = k == 0 && in->e % step_every == 0;\n    ",
         )
     } else {
         ("", "", "", "", "")
@@ -1037,7 +1128,9 @@ __attribute__((noinline)) static void call_entry(entry_fn f, int64_t a, int64_t 
   for (int i = 0; i < 32; i++) {{ h ^= mem[i]; h *= 0x100000001b3ull; }}
   *hash = h;
 }}
-int main(void) {{
+int main(int argc, char **argv) {{
+  (void)argc;
+  (void)argv;
   /* Line by line: a call that crashes is the one after the last line printed. */
   setvbuf(stdout, NULL, _IOLBF, 0);
   {start}load_image();
