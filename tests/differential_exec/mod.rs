@@ -997,10 +997,12 @@ const AARCH64_STEP_EVERY: u32 = 8;
 const STEP_LIMIT: i64 = 4000;
 
 /// A C program that calls every entry on its inputs and prints what it saw. With
-/// `stepping`, it is linked with [`SINGLE_STEP_LINUX`] and steps through each entry's first
-/// call with x86_64's trap flag, unwinding at each instruction, up to that many steps a
-/// call (-1: none, the code otherwise the same), and fails (exit status 5, the steps that did not
-/// unwind on its standard error) when an unwind did not reach the call.
+/// `stepping` (an architecture and a limit), it is linked with that architecture's stepper
+/// ([`SINGLE_STEP_LINUX`], x86_64's trap flag; [`BREAKPOINTS_AARCH64`], breakpoints) and
+/// stops at every instruction of each entry's first call (on aarch64 one entry's in
+/// [`AARCH64_STEP_EVERY`]), unwinding at each, up to that many stops a call (-1: none, the
+/// code otherwise the same), and fails (exit status 5, the stops that did not unwind on its
+/// standard error) when an unwind did not reach the call.
 fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
