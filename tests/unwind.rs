@@ -1276,7 +1276,7 @@ fn breakpoints_main(
 }
 
 /// Run `exe`, linked with [`BREAKPOINTS_AARCH64`], under qemu: first with
-/// `-singlestep -d in_asm`, whose log names every instruction run, then with the offsets
+/// `-d in_asm`, whose log names every instruction run, then with the offsets
 /// of those in the code under test (`text`: its address and length) as the instructions
 /// to stop at. Every entry must be stepped through and unwind at every step, and return
 /// what it returned without breakpoints. Each entry's value, by name.
@@ -1287,32 +1287,9 @@ fn breakpoints_run(exe: &Path, text: (u64, u64), context: &str) -> BTreeMap<Stri
         cmd
     };
     let log = exe.with_extension("log");
-    let traced = run(qemu()
-        .args(["-singlestep", "-d", "in_asm,nochain", "-D"])
-        .arg(&log)
-        .arg(exe));
-    let log = std::fs::read_to_string(&log).unwrap();
-    let (start, len) = text;
-    let offsets: std::collections::BTreeSet<u64> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("0x")?.split(':').next())
-        .filter_map(|a| u64::from_str_radix(a, 16).ok())
-        .filter(|a| (start..start + len).contains(a))
-        .map(|a| a - start)
-        .collect();
-    assert!(
-        !offsets.is_empty(),
-        "{context}: qemu's log names no instruction of the code under test"
-    );
+    let traced = run(qemu().args(breakpoint_stops::log_options(&log)).arg(exe));
     let stops = exe.with_extension("stops");
-    std::fs::write(
-        &stops,
-        offsets
-            .iter()
-            .map(|o| format!("{o:x}\n"))
-            .collect::<String>(),
-    )
-    .unwrap();
+    breakpoint_stops::write_stops(&log, text, &stops).unwrap_or_else(|e| panic!("{context}: {e}"));
     let printed = run(qemu().arg(exe).arg(&stops));
     let values = |printed: &str, stepped: bool| {
         let places = " (offsets into the code under test)";
@@ -1389,12 +1366,8 @@ fn linux_aarch64_unwinds_at_every_instruction() {
                 .arg(&renamed)
                 .arg("-o")
                 .arg(&exe));
-            let bytes = std::fs::read(&exe).unwrap();
-            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
-            let text = file
-                .section_by_name("merged_text")
-                .unwrap_or_else(|| panic!("{context}: no merged_text in {}", exe.display()));
-            let values = breakpoints_run(&exe, (text.address(), text.size()), &context);
+            let text = breakpoint_stops::merged_text(&exe).unwrap();
+            let values = breakpoints_run(&exe, text, &context);
             let reference = reference.get_or_insert_with(|| values.clone());
             assert_eq!(
                 reference, &values,
@@ -1747,6 +1720,9 @@ fn ra_state_forms(eh_frame: &[u8]) -> (bool, bool) {
 
 #[path = "common/jit_region.rs"]
 mod jit_region;
+
+#[path = "common/breakpoint_stops.rs"]
+mod breakpoint_stops;
 
 /// A `JITModule` for `isa` that allocates from a fresh fixed-address region
 /// ([`jit_region`]), each of `imports` resolved to its stub there: the region (which must

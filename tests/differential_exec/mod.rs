@@ -33,6 +33,8 @@
 //! by the user's word) an address
 //! may equal more names than before, and results that compare addresses are not compared.
 
+#[path = "../common/breakpoint_stops.rs"]
+pub mod breakpoint_stops;
 #[path = "../common/child.rs"]
 pub mod child;
 pub mod gen;
@@ -949,10 +951,9 @@ const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
 
 /// Run the aarch64 executable `exe` (its harness linked with [`BREAKPOINTS_AARCH64`]) under
-/// qemu twice: first as it is, with qemu logging the instructions it translates (only
-/// those that run: a block of them ends at each branch, so no literal or jump table among
-/// the code is in one), then with the offsets of those in `merged_text` as the
-/// instructions to stop at. Both must print the same; what the first printed.
+/// qemu twice: first as it is, with qemu logging the instructions that run
+/// ([`breakpoint_stops`]), then with those in `merged_text` as the instructions to stop
+/// at. Both must print the same; what the first printed.
 fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
     let qemu = || {
         let mut cmd = timed("qemu-aarch64");
@@ -960,24 +961,9 @@ fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
         cmd
     };
     let log = exe.with_extension("log");
-    let printed = command(qemu().args(["-d", "in_asm", "-D"]).arg(&log).arg(exe))?;
-    let bytes = std::fs::read(exe).map_err(|e| e.to_string())?;
-    use cranelift_object::object::{Object as _, ObjectSection as _};
-    let file = cranelift_object::object::File::parse(&*bytes).map_err(|e| e.to_string())?;
-    let Some(text) = file.section_by_name("merged_text") else {
-        return Err(format!("{}: no merged_text section", exe.display()));
-    };
-    let (start, end) = (text.address(), text.address() + text.size());
-    let log = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
-    let stops: std::collections::BTreeSet<u64> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("0x")?.split(':').next())
-        .filter_map(|a| u64::from_str_radix(a, 16).ok())
-        .filter(|a| (start..end).contains(a))
-        .collect();
+    let printed = command(qemu().args(breakpoint_stops::log_options(&log)).arg(exe))?;
     let file = exe.with_extension("stops");
-    let listed: String = stops.iter().map(|a| format!("{:x}\n", a - start)).collect();
-    std::fs::write(&file, listed).map_err(|e| e.to_string())?;
+    breakpoint_stops::write_stops(&log, breakpoint_stops::merged_text(exe)?, &file)?;
     let stepped = command(qemu().arg(exe).arg(&file))?;
     if stepped != printed {
         return Err(format!(

@@ -1,0 +1,44 @@
+//! Where the aarch64 breakpoint stepper (`fixtures/unwind/breakpoints_aarch64.c`) stops:
+//! the instructions a first run under qemu ran, read from `qemu-aarch64 -d in_asm`'s log.
+//! qemu translates a block of instructions only when it runs, and a block ends at each
+//! branch, so the log names no word of data among the code (a literal, a jump table).
+//! Shared by `tests/unwind.rs` and the differential harness.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The qemu-aarch64 options that log the instructions it translates to `log`.
+pub fn log_options(log: &Path) -> Vec<std::ffi::OsString> {
+    vec!["-d".into(), "in_asm".into(), "-D".into(), log.into()]
+}
+
+/// The offsets into `text` (its address and length) of the instructions `log` (written
+/// with [`log_options`]) names, written one hexadecimal number a line into `stops`, the
+/// file the stepper reads; an error when there are none.
+pub fn write_stops(log: &Path, (start, len): (u64, u64), stops: &Path) -> Result<(), String> {
+    let log = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let offsets: BTreeSet<u64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("0x")?.split(':').next())
+        .filter_map(|a| u64::from_str_radix(a, 16).ok())
+        .filter(|a| (start..start + len).contains(a))
+        .map(|a| a - start)
+        .collect();
+    if offsets.is_empty() {
+        return Err("qemu's log names no instruction of the code under test".into());
+    }
+    let listed: String = offsets.iter().map(|o| format!("{o:x}\n")).collect();
+    std::fs::write(stops, listed).map_err(|e| format!("{}: {e}", stops.display()))
+}
+
+/// The address and length of `exe`'s section `merged_text`, where the objects' code is
+/// linked when their `.text` is renamed so.
+pub fn merged_text(exe: &Path) -> Result<(u64, u64), String> {
+    use cranelift_object::object::{Object as _, ObjectSection as _};
+    let bytes = std::fs::read(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+    let file = cranelift_object::object::File::parse(&*bytes).map_err(|e| e.to_string())?;
+    let text = file
+        .section_by_name("merged_text")
+        .ok_or_else(|| format!("{}: no merged_text section", exe.display()))?;
+    Ok((text.address(), text.size()))
+}
