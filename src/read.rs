@@ -387,6 +387,8 @@ pub fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<ParsedFunction>, ReadError>
 }
 
 /// Fail when two functions share a name.
+// Never inlined: a stage boundary that `bench/ratios_instructions.sh` counts at.
+#[inline(never)]
 pub fn check_unique_names(functions: &[ParsedFunction]) -> Result<(), ReadError> {
     let mut seen: HashMap<FuncName, usize> = HashMap::with_capacity(functions.len());
     for (i, f) in functions.iter().enumerate() {

@@ -13,7 +13,7 @@
 //! Regenerate the baseline after an improvement (or a deliberate change) with
 //!
 //! ```sh
-//! CLIF_MERGE_UPDATE_BASELINE=1 cargo test --release --test baseline
+//! CLIF_MERGE_UPDATE_BASELINE=1 cargo test --profile test-release --test baseline
 //! ```
 //!
 //! Corpora absent from ../shared/corpus are skipped with a notice (and keep their entry in
@@ -72,7 +72,7 @@ fn folds_no_fewer_functions_and_writes_no_more_text_than_the_baseline() {
         if !update {
             assert!(
                 old.is_object(),
-                "{} has no entry for {name}: regenerate it (CLIF_MERGE_UPDATE_BASELINE=1 cargo test --release --test baseline)",
+                "{} has no entry for {name}: regenerate it (CLIF_MERGE_UPDATE_BASELINE=1 cargo test --profile test-release --test baseline)",
                 path.display()
             );
             assert_eq!(
@@ -131,7 +131,7 @@ fn folds_no_fewer_functions_and_writes_no_more_text_than_the_baseline() {
             }
             let want_folded = old[mode_name][folded_key].as_u64().unwrap_or_else(|| {
                 panic!(
-                    "{}: no {name}.{mode_name}.{folded_key}: regenerate it (CLIF_MERGE_UPDATE_BASELINE=1 cargo test --release --test baseline)",
+                    "{}: no {name}.{mode_name}.{folded_key}: regenerate it (CLIF_MERGE_UPDATE_BASELINE=1 cargo test --profile test-release --test baseline)",
                     path.display()
                 )
             });
@@ -169,7 +169,7 @@ fn folds_no_fewer_functions_and_writes_no_more_text_than_the_baseline() {
             .collect();
         let doc = json!({
             "about": "clif-merge's regression baseline: functions folded and object .text bytes per corpus and mode; similar-MODE is --merge-similar before MODE (folded_or_thunked: names without a body of their own, each once). tests/baseline.rs fails when the code folds fewer (folded_or_thunked with merge-similar) or writes more.",
-            "regenerate": "CLIF_MERGE_UPDATE_BASELINE=1 cargo test --release --test baseline",
+            "regenerate": "CLIF_MERGE_UPDATE_BASELINE=1 cargo test --profile test-release --test baseline",
             "commit": common::git_commit(),
             "target": common::TRIPLE,
             "settings": settings,
@@ -180,7 +180,7 @@ fn folds_no_fewer_functions_and_writes_no_more_text_than_the_baseline() {
         eprintln!("baseline: wrote {}", path.display());
     } else if !better.is_empty() {
         eprintln!(
-            "baseline: better than {} (regenerate it to keep the gain: CLIF_MERGE_UPDATE_BASELINE=1 cargo test --release --test baseline):",
+            "baseline: better than {} (regenerate it to keep the gain: CLIF_MERGE_UPDATE_BASELINE=1 cargo test --profile test-release --test baseline):",
             path.display()
         );
         for b in &better {

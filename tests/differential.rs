@@ -24,8 +24,8 @@
 //! eight, `fixtures/unwind/breakpoints_aarch64.c`). Every stop must reach the call site
 //! with the stack pointer and callee-saved registers the call left.
 //!
-//! `cargo test --release --test differential` runs a fixed set of seeds. The long mode,
-//! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --release --test differential -- --ignored
+//! `cargo test --profile test-release --test differential` runs a fixed set of seeds. The long mode,
+//! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --profile test-release --test differential -- --ignored
 //! --nocapture`, runs programs until that many pairs of family members have been built and
 //! run (`CLIF_MERGE_DIFF_SEED` sets the first seed), and prints what it ran: programs,
 //! functions, family pairs, the near-twin pairs among them (members that differ by

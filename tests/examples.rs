@@ -90,6 +90,23 @@ fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).expect("UTF-8 output")
 }
 
+/// The cargo profile this test was built with, for building the examples with it (and
+/// reusing what it built): the name of the directory above the test's `deps`, where the
+/// dev profile's is `debug`.
+fn this_profile() -> String {
+    let exe = std::env::current_exe().expect("the test's executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|d| d.to_str())
+        .expect("tests run from target/<profile>/deps");
+    match dir {
+        "debug" => "dev".to_owned(),
+        profile => profile.to_owned(),
+    }
+}
+
 /// Build both examples with cargo and return the paths of their executables.
 fn build_examples() -> (PathBuf, PathBuf) {
     let mut cargo = Command::new(env!("CARGO"));
@@ -99,9 +116,7 @@ fn build_examples() -> (PathBuf, PathBuf) {
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .args(["--example", "aot", "--example", "jit"])
         .arg("--message-format=json-render-diagnostics");
-    if !cfg!(debug_assertions) {
-        cargo.arg("--release");
-    }
+    cargo.args(["--profile", &this_profile()]);
     let output = check(
         "cargo build --example aot --example jit",
         cargo.output().unwrap(),
@@ -388,9 +403,7 @@ fn drop_in_example_runs_unchanged_with_the_wrapper() {
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .args(["--example", "drop_in"]);
-    if !cfg!(debug_assertions) {
-        cargo.arg("--release");
-    }
+    cargo.args(["--profile", &this_profile()]);
     let output = check("cargo run --example drop_in", cargo.output().unwrap());
     let stdout = text(output.stdout);
     let stderr = text(output.stderr);

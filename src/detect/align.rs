@@ -333,7 +333,52 @@ fn pair_score(l: Key, r: Key) -> i32 {
 
 /// Align the items `l` with the items `r` (at positions `base` of their functions),
 /// appending the steps to `steps`; the method used and the score.
+///
+/// When the whole table is filled, the items both sides end with pair as they are, and
+/// only the rest fills a table: the same steps and score as the whole table's. The last
+/// two items, when they are the same ([`SAME`], the highest score), always pair in a best
+/// alignment: in any alignment where they do not, pairing them and leaving unpaired what
+/// either was paired with scores no less ([`SAME`] is at least any pair's score, and two
+/// gaps score less than one pair). A tie goes to the pair ([`best_move`]), so the
+/// traceback from the last cell takes the diagonal, into a cell whose score depends on
+/// the items before it alone. Common beginnings are not cut so: the traceback's ties are
+/// broken from the end, and a beginning can tie with a later item of the same fingerprint.
+/// A banded table is not cut either: its band depends on the lengths.
 fn align_slices(
+    l: &[Item],
+    r: &[Item],
+    base: (usize, usize),
+    max_cells: usize,
+    steps: &mut Vec<Step>,
+) -> (Method, i64) {
+    let (n, m) = (l.len(), r.len());
+    if (n + 1).saturating_mul(m + 1) > max_cells {
+        return align_table(l, r, base, max_cells, steps);
+    }
+    let same_end = l
+        .iter()
+        .rev()
+        .zip(r.iter().rev())
+        .take_while(|(a, b)| matches!(pair_kind(a, b), Some((PairKind::Same, SAME))))
+        .count();
+    let (method, score) = align_table(
+        &l[..n - same_end],
+        &r[..m - same_end],
+        base,
+        max_cells,
+        steps,
+    );
+    let (l0, r0) = base;
+    steps.extend(
+        (n - same_end..n)
+            .zip(m - same_end..m)
+            .map(|(i, j)| Step::Pair(ItemRef::new(l0 + i), ItemRef::new(r0 + j), PairKind::Same)),
+    );
+    (method, score + i64::from(SAME) * same_end as i64)
+}
+
+/// [`align_slices`] by filling the table (whole, or a band of it) for every item.
+fn align_table(
     l: &[Item],
     r: &[Item],
     base: (usize, usize),
@@ -545,4 +590,66 @@ pub fn operand_mismatches(
             .count();
     }
     mismatches
+}
+
+#[cfg(test)]
+mod tests {
+    use cranelift_codegen::ir::Opcode;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Items from small numbers, so that fingerprints repeat and tie: a block header
+    /// (`None`) or an instruction of one of two opcodes, one of two type sets and one of
+    /// three shapes.
+    fn items(codes: &[Option<(bool, bool, u8)>]) -> Vec<Item> {
+        (codes.iter().enumerate())
+            .map(|(k, code)| match *code {
+                None => Item {
+                    kind: ItemKind::Block(cranelift_codegen::ir::Block::new(k)),
+                    shape: 0xB10C,
+                    types: 0,
+                },
+                Some((iadd, wide, shape)) => {
+                    let opcode = if iadd { Opcode::Iadd } else { Opcode::Isub };
+                    let types = u64::from(wide);
+                    Item {
+                        kind: ItemKind::Inst(Inst::new(k), opcode),
+                        shape: (u64::from(iadd) << 8) | (types << 4) | u64::from(shape),
+                        types,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn code() -> impl Strategy<Value = Option<(bool, bool, u8)>> {
+        prop_oneof![
+            1 => Just(None),
+            8 => (any::<bool>(), any::<bool>(), 0u8..3).prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Cutting the items both sides end with gives the whole table's steps and score,
+        /// ties included (the short alphabet makes many).
+        #[test]
+        fn cutting_the_same_ending_changes_no_step(
+            left in prop::collection::vec(code(), 0..24),
+            right in prop::collection::vec(code(), 0..24),
+            shared_end in prop::collection::vec(code(), 0..8),
+        ) {
+            let (mut l, mut r) = (left, right);
+            l.extend(&shared_end);
+            r.extend(&shared_end);
+            let (l, r) = (items(&l), items(&r));
+            let (mut cut, mut whole) = (Vec::new(), Vec::new());
+            let a = align_slices(&l, &r, (3, 5), FULL_CELLS, &mut cut);
+            let b = align_table(&l, &r, (3, 5), FULL_CELLS, &mut whole);
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(cut, whole);
+        }
+    }
 }

@@ -182,6 +182,8 @@ pub struct Compiled {
 /// that body's code with its own relocations once it is compiled ([`stencil`]). The
 /// pipeline shares unless the plan comes from `--merge-functions disabled`, whose compile
 /// is Cranelift's, function by function.
+// Never inlined: a stage boundary that `bench/ratios_instructions.sh` counts at.
+#[inline(never)]
 pub fn compile_bodies(
     module: &Module,
     plan: &MergePlan,

@@ -80,6 +80,8 @@ pub struct Defined {
 }
 
 /// Declare and define everything `plan` asks for in `m`.
+// Never inlined: a stage boundary that `bench/ratios_instructions.sh` counts at.
+#[inline(never)]
 pub fn define_all<M: CraneliftModule>(
     m: &mut M,
     module: &Module,
