@@ -9,10 +9,15 @@
 #   bash .ci/release_matches_tests.sh     # after `cargo test --profile test-release`
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin clif-merge
-cargo build --profile test-release --quiet --bin clif-merge
-release=target/release/clif-merge
-tests=target/test-release/clif-merge
+# The command line built with a profile; its path as cargo reports it (wherever the target
+# directory is).
+build() {
+  cargo build --profile "$1" --quiet --bin clif-merge --message-format=json |
+    grep -o '"executable":"[^"]*"' | tail -n 1 | sed 's/^"executable":"\(.*\)"$/\1/'
+}
+release=$(build release)
+tests=$(build test-release)
+[ -x "$release" ] && [ -x "$tests" ] || { echo "release_matches_tests: cargo named no executable"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
