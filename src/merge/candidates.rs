@@ -29,7 +29,7 @@
 //! The result is the set of pairs (function, best partner), each pair once. Work and memory
 //! are linear in the number of functions and their instructions: the signatures
 //! (`HASHES` × 4 bytes per function) and band keys (`BANDS` × 8) are the only per-function
-//! state, and one band's entries are sorted at a time. Every step is a function of the
+//! state, and each thread sorts one band's entries at a time. Every step is a function of the
 //! input alone (fixed seeds, sorts on total orders, maxima on total orders), so the pairs
 //! are the same whatever the number of threads.
 
@@ -169,36 +169,41 @@ fn best_partners(
     let present: Vec<u32> = (0..signatures.len() as u32)
         .filter(|&i| signatures[i as usize].is_some())
         .collect();
-    let mut entries: Vec<((u32, u64), u64, u32)> = Vec::with_capacity(present.len());
-    for band in 0..BANDS {
-        entries.clear();
-        entries.extend(present.iter().map(|&i| {
-            (
-                (group(i), keys[i as usize][band]),
-                keys[i as usize][(band + 1) % BANDS],
-                i,
-            )
-        }));
-        entries.par_sort_unstable();
-        // Buckets: runs of one group and key. Each entry meets the next `window` of its run.
-        let met: Vec<(u32, u32, u16)> = entries
-            .par_iter()
-            .enumerate()
-            .flat_map_iter(|(k, &(key, _, i))| {
-                entries[k + 1..]
-                    .iter()
-                    .take(options.window)
-                    .take_while(move |e| e.0 == key)
-                    .filter_map(move |&(_, _, j)| {
-                        let agree = agreement(signatures, i, j);
-                        (agree >= least).then_some((i, j, agree))
-                    })
-            })
-            .collect();
-        for (i, j, agree) in met {
-            offer(&mut best[i as usize], j, agree);
-            offer(&mut best[j as usize], i, agree);
-        }
+    // The bands are searched in parallel, each on one thread (one band's sorted entries in
+    // memory per thread), and the offers taken afterwards: `offer` keeps the same partner
+    // whatever the order of the offers.
+    let met: Vec<Vec<(u32, u32, u16)>> = (0..BANDS)
+        .into_par_iter()
+        .map(|band| {
+            let mut entries: Vec<((u32, u64), u64, u32)> = present
+                .iter()
+                .map(|&i| {
+                    (
+                        (group(i), keys[i as usize][band]),
+                        keys[i as usize][(band + 1) % BANDS],
+                        i,
+                    )
+                })
+                .collect();
+            entries.sort_unstable();
+            // Buckets: runs of one group and key. Each entry meets the next `window` of
+            // its run.
+            let mut met = Vec::new();
+            for (k, &(key, _, i)) in entries.iter().enumerate() {
+                let next = entries[k + 1..].iter().take(options.window);
+                for &(_, _, j) in next.take_while(|e| e.0 == key) {
+                    let agree = agreement(signatures, i, j);
+                    if agree >= least {
+                        met.push((i, j, agree));
+                    }
+                }
+            }
+            met
+        })
+        .collect();
+    for (i, j, agree) in met.into_iter().flatten() {
+        offer(&mut best[i as usize], j, agree);
+        offer(&mut best[j as usize], i, agree);
     }
     best
 }

@@ -79,7 +79,7 @@
 //! module. Deterministic: groups are ordered by their encoding, members by index, and the
 //! new bodies are appended in group order.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
@@ -409,7 +409,7 @@ fn analyse(
 
     // Hole encodings of the representatives that share their hash with another (the hash
     // reads neither constants nor callees; the identical driver's walk computed it), in
-    // parallel, gathered in index order.
+    // parallel.
     let mut per_hash: HashMap<u64, u32, StableState> = HashMap::default();
     let hashes: Vec<u64> = reps
         .iter()
@@ -424,21 +424,28 @@ fn analyse(
         .filter(|(_, h)| per_hash[*h] > 1)
         .map(|(&f, &h)| (f, h))
         .collect();
-    let encoded: Vec<(Vec<Token>, Vec<Hole>)> = shared
+    let mut encoded: Vec<Encoded> = shared
         .par_iter()
-        .map(|&(f, _)| encode_with_holes(&module.get(f).func, target))
+        .map(|&(f, h)| {
+            let (tokens, holes) = encode_with_holes(&module.get(f).func, target);
+            Encoded {
+                hash: h,
+                tokens,
+                func: f,
+                holes,
+            }
+        })
+        .filter(|e| !e.holes.is_empty())
         .collect();
-    let mut by_shape: BTreeMap<(u64, Vec<Token>), Vec<FuncIndex>> = BTreeMap::new();
-    let mut holes: SecondaryMap<FuncIndex, Vec<Hole>> = SecondaryMap::new();
-    for (&(f, h), (tokens, hs)) in shared.iter().zip(encoded) {
-        if hs.is_empty() {
-            continue;
-        }
-        holes[f] = hs;
-        by_shape.entry((h, tokens)).or_default().push(f);
-    }
+    // Groups: equal hashes and encodings, in order of them, members in index order.
+    encoded
+        .par_sort_unstable_by(|a, b| (a.hash, &a.tokens, a.func).cmp(&(b.hash, &b.tokens, b.func)));
+    let groups: Vec<&[Encoded]> = encoded
+        .chunk_by(|a, b| a.hash == b.hash && a.tokens == b.tokens)
+        .filter(|g| g.len() > 1)
+        .collect();
 
-    // Identities, and the groups that fit the parameter limit.
+    // Identities, and the groups that fit the parameter limit, in parallel.
     let identity = |hole: &Hole| -> Identity {
         match &hole.value {
             HoleValue::Constant { ty, bits } | HoleValue::Offset { ty, bits } => {
@@ -456,18 +463,28 @@ fn analyse(
             HoleValue::Flags(permissions) => Identity::Flags(*permissions),
         }
     };
+    let split: Vec<(Vec<Candidate>, usize)> = groups
+        .par_iter()
+        .map(|group| {
+            let members: Vec<FuncIndex> = group.iter().map(|e| e.func).collect();
+            let values: Vec<Vec<Identity>> = group
+                .iter()
+                .map(|e| e.holes.iter().map(identity).collect())
+                .collect();
+            let func = &module.get(members[0]).func;
+            split_by_limit(&members, &values, hole_limit(target, &func.signature))
+        })
+        .collect();
+    drop(groups);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut over_hole_limit = 0;
-    for members in by_shape.into_values().filter(|m| m.len() > 1) {
-        let values: Vec<Vec<Identity>> = members
-            .iter()
-            .map(|&f| holes[f].iter().map(identity).collect())
-            .collect();
-        let func = &module.get(members[0]).func;
-        let limit = hole_limit(target, &func.signature);
-        let (fitting, over) = split_by_limit(&members, &values, limit);
+    for (fitting, over) in split {
         over_hole_limit += over;
         candidates.extend(fitting);
+    }
+    let mut holes: SecondaryMap<FuncIndex, Vec<Hole>> = SecondaryMap::new();
+    for e in encoded {
+        holes[e.func] = e.holes;
     }
     Analysis {
         siblings,
@@ -476,6 +493,15 @@ fn analyse(
         candidates,
         over_hole_limit,
     }
+}
+
+/// A representative's hole-mode encoding (one that has holes), with the identical
+/// driver's hash of it.
+struct Encoded {
+    hash: u64,
+    tokens: Vec<Token>,
+    func: FuncIndex,
+    holes: Vec<Hole>,
 }
 
 /// Why a candidate group was not built.
@@ -1034,6 +1060,9 @@ fn parameters(run: &[usize], values: &[Vec<Identity>]) -> Vec<Vec<usize>> {
 /// Members are taken in order of their values, so that similar values end up together;
 /// a run of one is left alone. A run that needs no parameter is a candidate too: its
 /// members become equal. Returns the candidates and how many members were left out.
+///
+/// Each member that joins a run costs time in the holes alone ([`RunParameters`]), not in
+/// the run's length: 20,000 trampolines that differ only in their callees are one run.
 fn split_by_limit(
     members: &[FuncIndex],
     values: &[Vec<Identity>],
@@ -1058,17 +1087,118 @@ fn split_by_limit(
         }
         run.clear();
     };
+    let interned = intern(values);
     let mut run: Vec<usize> = Vec::new();
-    for &i in &order {
-        run.push(i);
-        if parameters(&run, values).len() > limit {
-            run.pop();
+    let mut counted = RunParameters::default();
+    for (k, &i) in order.iter().enumerate() {
+        if k == 0 {
+            counted.start(&interned, i);
+        } else if !counted.join(&interned, i, limit) {
             flush(&mut run, &mut out, &mut left_out);
-            run.push(i);
+            counted.start(&interned, i);
         }
+        run.push(i);
+        debug_assert_eq!(counted.count, parameters(&run, values).len());
     }
     flush(&mut run, &mut out, &mut left_out);
     (out, left_out)
+}
+
+/// The hole values of each member as numbers, equal numbers for equal values (in order of
+/// first appearance), each with whether it is a permission (never a parameter).
+fn intern(values: &[Vec<Identity>]) -> Vec<Vec<(u32, bool)>> {
+    let mut numbers: HashMap<&Identity, u32, StableState> = HashMap::default();
+    values
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| {
+                    let next = numbers.len() as u32;
+                    let n = *numbers.entry(v).or_insert(next);
+                    (n, matches!(v, Identity::Flags(_)))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// How many parameters a run of members needs ([`parameters`]`(run).len()`), kept up to
+/// date as members join, in time linear in the holes.
+///
+/// Two hole positions share a parameter when their columns (the values of every member of
+/// the run) are equal, so the positions are kept partitioned by column: a member that
+/// joins splits each class by its own values there. A class is a parameter when its column
+/// is not one value throughout and its first value is no permission.
+#[derive(Default)]
+struct RunParameters {
+    /// The first member's values.
+    first: Vec<(u32, bool)>,
+    /// Each position's class of equal columns, numbered from 0.
+    class: Vec<u32>,
+    /// Whether some member's value at the position differs from the first member's.
+    varies: Vec<bool>,
+    /// The parameters the run needs.
+    count: usize,
+    /// Scratch for a member that may join.
+    next_class: Vec<u32>,
+    next_varies: Vec<bool>,
+    renumber: HashMap<(u32, u32), u32, StableState>,
+    seen: Vec<bool>,
+}
+
+impl RunParameters {
+    /// A run of `member` alone (it needs no parameter).
+    fn start(&mut self, values: &[Vec<(u32, bool)>], member: usize) {
+        self.first.clone_from(&values[member]);
+        self.varies.clear();
+        self.varies.resize(self.first.len(), false);
+        self.class.clear();
+        self.renumber.clear();
+        for &(n, _) in &self.first {
+            let next = self.renumber.len() as u32;
+            self.class
+                .push(*self.renumber.entry((0, n)).or_insert(next));
+        }
+        self.count = 0;
+    }
+
+    /// Let `member` join the run [`start`](Self::start)ed when it then needs at most
+    /// `limit` parameters; whether it joined.
+    fn join(&mut self, values: &[Vec<(u32, bool)>], member: usize, limit: usize) -> bool {
+        let row = &values[member];
+        debug_assert_eq!(
+            row.len(),
+            self.first.len(),
+            "members of a shape have its holes"
+        );
+        self.renumber.clear();
+        self.next_class.clear();
+        self.next_varies.clear();
+        for (p, &(n, _)) in row.iter().enumerate() {
+            let next = self.renumber.len() as u32;
+            let class = *self.renumber.entry((self.class[p], n)).or_insert(next);
+            self.next_class.push(class);
+            self.next_varies
+                .push(self.varies[p] || n != self.first[p].0);
+        }
+        self.seen.clear();
+        self.seen.resize(self.renumber.len(), false);
+        let mut count = 0;
+        for p in 0..row.len() {
+            let class = self.next_class[p] as usize;
+            if self.next_varies[p] && !self.first[p].1 && !self.seen[class] {
+                self.seen[class] = true;
+                count += 1;
+            }
+        }
+        if count > limit {
+            return false;
+        }
+        std::mem::swap(&mut self.class, &mut self.next_class);
+        std::mem::swap(&mut self.varies, &mut self.next_varies);
+        self.count = count;
+        true
+    }
 }
 
 /// The shared body of `candidate` and a thunk per member (none when it needs no
@@ -1431,6 +1561,82 @@ mod tests {
             [&tail_body, &tail],
             signed
         ));
+    }
+
+    /// A run's members and its parameters' hole positions.
+    type Run = (Vec<FuncIndex>, Vec<Vec<usize>>);
+
+    /// The split of a group into runs that fit the parameter limit, as it was written
+    /// before [`RunParameters`]: every member that joins counts the run's parameters
+    /// again.
+    fn split_by_limit_counting_again(
+        members: &[FuncIndex],
+        values: &[Vec<Identity>],
+        limit: usize,
+    ) -> (Vec<Run>, usize) {
+        let mut order: Vec<usize> = (0..members.len()).collect();
+        order.sort_by(|&a, &b| values[a].cmp(&values[b]).then(members[a].cmp(&members[b])));
+        let (mut runs, mut left_out) = (Vec::new(), 0);
+        let mut flush = |run: &mut Vec<usize>| {
+            if run.len() < 2 {
+                left_out += run.len();
+            } else {
+                let mut ms: Vec<FuncIndex> = run.iter().map(|&i| members[i]).collect();
+                ms.sort_unstable();
+                runs.push((ms, parameters(run, values)));
+            }
+            run.clear();
+        };
+        let mut run: Vec<usize> = Vec::new();
+        for &i in &order {
+            run.push(i);
+            if parameters(&run, values).len() > limit {
+                run.pop();
+                flush(&mut run);
+                run.push(i);
+            }
+        }
+        flush(&mut run);
+        (runs, left_out)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Counting a run's parameters as members join splits every group as counting
+        /// them all again does: the same runs, parameters and members left out. Few
+        /// distinct values, so that columns often agree and permissions often lead.
+        #[test]
+        fn parameters_counted_as_members_join_split_as_before(
+            rows in proptest::collection::vec(proptest::collection::vec(0u8..6, 5), 1..14),
+            limit in 0usize..5,
+        ) {
+            let flags = |aligned: bool| Permissions {
+                aligned,
+                readonly: false,
+                can_move: false,
+                notrap: false,
+            };
+            let identity = |v: u8| match v {
+                0..=2 => Identity::Constant(0, i64::from(v)),
+                3 => Identity::Class(FuncIndex::from_u32(7)),
+                4 => Identity::Flags(flags(false)),
+                _ => Identity::Flags(flags(true)),
+            };
+            let values: Vec<Vec<Identity>> =
+                rows.iter().map(|r| r.iter().map(|&v| identity(v)).collect()).collect();
+            let members: Vec<FuncIndex> =
+                (0..values.len() as u32).map(|i| FuncIndex::from_u32(3 * i + 1)).collect();
+            let (candidates, left_out) = split_by_limit(&members, &values, limit);
+            let (runs, expected_left_out) =
+                split_by_limit_counting_again(&members, &values, limit);
+            let got: Vec<Run> = candidates
+                .into_iter()
+                .map(|c| (c.members, c.params))
+                .collect();
+            proptest::prop_assert_eq!(got, runs);
+            proptest::prop_assert_eq!(left_out, expected_left_out);
+        }
     }
 
     /// `%name`: a constant after its own argument, then a call of `%g` with both: a register
