@@ -79,7 +79,7 @@
 //! module. Deterministic: groups are ordered by their encoding, members by index, and the
 //! new bodies are appended in group order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::{
@@ -89,6 +89,7 @@ use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::SecondaryMap;
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::groups;
@@ -424,26 +425,20 @@ fn analyse(
         .filter(|(_, h)| per_hash[*h] > 1)
         .map(|(&f, &h)| (f, h))
         .collect();
-    let mut encoded: Vec<Encoded> = shared
+    let encoded: Vec<(Vec<Token>, Vec<Hole>)> = shared
         .par_iter()
-        .map(|&(f, h)| {
-            let (tokens, holes) = encode_with_holes(&module.get(f).func, target);
-            Encoded {
-                hash: h,
-                tokens,
-                func: f,
-                holes,
-            }
-        })
-        .filter(|e| !e.holes.is_empty())
+        .map(|&(f, _)| encode_with_holes(&module.get(f).func, target))
         .collect();
-    // Groups: equal hashes and encodings, in order of them, members in index order.
-    encoded
-        .par_sort_unstable_by(|a, b| (a.hash, &a.tokens, a.func).cmp(&(b.hash, &b.tokens, b.func)));
-    let groups: Vec<&[Encoded]> = encoded
-        .chunk_by(|a, b| a.hash == b.hash && a.tokens == b.tokens)
-        .filter(|g| g.len() > 1)
-        .collect();
+    let mut by_shape: BTreeMap<(u64, Vec<Token>), Vec<FuncIndex>> = BTreeMap::new();
+    let mut holes: SecondaryMap<FuncIndex, Vec<Hole>> = SecondaryMap::new();
+    for (&(f, h), (tokens, hs)) in shared.iter().zip(encoded) {
+        if hs.is_empty() {
+            continue;
+        }
+        holes[f] = hs;
+        by_shape.entry((h, tokens)).or_default().push(f);
+    }
+    let groups: Vec<Vec<FuncIndex>> = by_shape.into_values().filter(|m| m.len() > 1).collect();
 
     // Identities, and the groups that fit the parameter limit, in parallel.
     let identity = |hole: &Hole| -> Identity {
@@ -465,26 +460,20 @@ fn analyse(
     };
     let split: Vec<(Vec<Candidate>, usize)> = groups
         .par_iter()
-        .map(|group| {
-            let members: Vec<FuncIndex> = group.iter().map(|e| e.func).collect();
-            let values: Vec<Vec<Identity>> = group
+        .map(|members| {
+            let values: Vec<Vec<Identity>> = members
                 .iter()
-                .map(|e| e.holes.iter().map(identity).collect())
+                .map(|&f| holes[f].iter().map(identity).collect())
                 .collect();
             let func = &module.get(members[0]).func;
-            split_by_limit(&members, &values, hole_limit(target, &func.signature))
+            split_by_limit(members, &values, hole_limit(target, &func.signature))
         })
         .collect();
-    drop(groups);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut over_hole_limit = 0;
     for (fitting, over) in split {
         over_hole_limit += over;
         candidates.extend(fitting);
-    }
-    let mut holes: SecondaryMap<FuncIndex, Vec<Hole>> = SecondaryMap::new();
-    for e in encoded {
-        holes[e.func] = e.holes;
     }
     Analysis {
         siblings,
@@ -493,15 +482,6 @@ fn analyse(
         candidates,
         over_hole_limit,
     }
-}
-
-/// A representative's hole-mode encoding (one that has holes), with the identical
-/// driver's hash of it.
-struct Encoded {
-    hash: u64,
-    tokens: Vec<Token>,
-    func: FuncIndex,
-    holes: Vec<Hole>,
 }
 
 /// Why a candidate group was not built.
@@ -1089,7 +1069,7 @@ fn split_by_limit(
     };
     let interned = intern(values);
     let mut run: Vec<usize> = Vec::new();
-    let mut counted = RunParameters::default();
+    let mut counted = RunParameters::with_holes(values.first().map_or(0, Vec::len));
     for (k, &i) in order.iter().enumerate() {
         if k == 0 {
             counted.start(&interned, i);
@@ -1107,7 +1087,9 @@ fn split_by_limit(
 /// The hole values of each member as numbers, equal numbers for equal values (in order of
 /// first appearance), each with whether it is a permission (never a parameter).
 fn intern(values: &[Vec<Identity>]) -> Vec<Vec<(u32, bool)>> {
-    let mut numbers: HashMap<&Identity, u32, StableState> = HashMap::default();
+    let all = values.iter().map(Vec::len).sum();
+    let mut numbers: FxHashMap<&Identity, u32> =
+        FxHashMap::with_capacity_and_hasher(all, Default::default());
     values
         .iter()
         .map(|row| {
@@ -1142,11 +1124,18 @@ struct RunParameters {
     /// Scratch for a member that may join.
     next_class: Vec<u32>,
     next_varies: Vec<bool>,
-    renumber: HashMap<(u32, u32), u32, StableState>,
+    renumber: FxHashMap<(u32, u32), u32>,
     seen: Vec<bool>,
 }
 
 impl RunParameters {
+    /// An empty run of members with `holes` holes each.
+    fn with_holes(holes: usize) -> Self {
+        let mut run = RunParameters::default();
+        run.renumber.reserve(holes);
+        run
+    }
+
     /// A run of `member` alone (it needs no parameter).
     fn start(&mut self, values: &[Vec<(u32, bool)>], member: usize) {
         self.first.clone_from(&values[member]);
