@@ -165,16 +165,19 @@ fn best_partners(
         .map(|s| s.as_ref().map_or([0; BANDS], band_keys))
         .collect();
     let least = (options.min_similarity * HASHES as f64).ceil().max(1.0) as u16;
-    let mut best: Vec<Option<(u32, u16)>> = vec![None; signatures.len()];
     let present: Vec<u32> = (0..signatures.len() as u32)
         .filter(|&i| signatures[i as usize].is_some())
         .collect();
     // The bands are searched in parallel, each on one thread (one band's sorted entries in
-    // memory per thread), and the offers taken afterwards: `offer` keeps the same partner
+    // memory per thread), each thread's share of the bands keeping the best partners it
+    // met in one table; the tables meet at the end. `offer` keeps the same partner
     // whatever the order of the offers.
-    let met: Vec<Vec<(u32, u32, u16)>> = (0..BANDS)
+    let none = || vec![None; signatures.len()];
+    let per_thread = BANDS.div_ceil(rayon::current_num_threads());
+    let best = (0..BANDS)
         .into_par_iter()
-        .map(|band| {
+        .with_min_len(per_thread)
+        .fold(none, |mut best, band| {
             let mut entries: Vec<((u32, u64), u64, u32)> = present
                 .iter()
                 .map(|&i| {
@@ -188,23 +191,26 @@ fn best_partners(
             entries.sort_unstable();
             // Buckets: runs of one group and key. Each entry meets the next `window` of
             // its run.
-            let mut met = Vec::new();
             for (k, &(key, _, i)) in entries.iter().enumerate() {
                 let next = entries[k + 1..].iter().take(options.window);
                 for &(_, _, j) in next.take_while(|e| e.0 == key) {
                     let agree = agreement(signatures, i, j);
                     if agree >= least {
-                        met.push((i, j, agree));
+                        offer(&mut best[i as usize], j, agree);
+                        offer(&mut best[j as usize], i, agree);
                     }
                 }
             }
-            met
+            best
         })
-        .collect();
-    for (i, j, agree) in met.into_iter().flatten() {
-        offer(&mut best[i as usize], j, agree);
-        offer(&mut best[j as usize], i, agree);
-    }
+        .reduce(none, |mut best, other| {
+            for (b, o) in best.iter_mut().zip(other) {
+                if let Some((partner, agree)) = o {
+                    offer(b, partner, agree);
+                }
+            }
+            best
+        });
     best
 }
 
