@@ -1078,7 +1078,6 @@ fn split_by_limit(
             counted.start(&interned, i);
         }
         run.push(i);
-        debug_assert_eq!(counted.count, parameters(&run, values).len());
     }
     flush(&mut run, &mut out, &mut left_out);
     (out, left_out)
@@ -1104,8 +1103,9 @@ fn intern(values: &[Vec<Identity>]) -> Vec<Vec<(u32, bool)>> {
         .collect()
 }
 
-/// How many parameters a run of members needs ([`parameters`]`(run).len()`), kept up to
-/// date as members join, in time linear in the holes.
+/// Whether a run of members still fits the parameter limit when one more joins: how many
+/// parameters it needs ([`parameters`]`(run).len()`), found in time linear in the holes
+/// whatever the run's length.
 ///
 /// Two hole positions share a parameter when their columns (the values of every member of
 /// the run) are equal, so the positions are kept partitioned by column: a member that
@@ -1119,8 +1119,6 @@ struct RunParameters {
     class: Vec<u32>,
     /// Whether some member's value at the position differs from the first member's.
     varies: Vec<bool>,
-    /// The parameters the run needs.
-    count: usize,
     /// Scratch for a member that may join.
     next_class: Vec<u32>,
     next_varies: Vec<bool>,
@@ -1148,7 +1146,6 @@ impl RunParameters {
             self.class
                 .push(*self.renumber.entry((0, n)).or_insert(next));
         }
-        self.count = 0;
     }
 
     /// Let `member` join the run [`start`](Self::start)ed when it then needs at most
@@ -1185,7 +1182,6 @@ impl RunParameters {
         }
         std::mem::swap(&mut self.class, &mut self.next_class);
         std::mem::swap(&mut self.varies, &mut self.next_varies);
-        self.count = count;
         true
     }
 }
