@@ -18,11 +18,12 @@
 //! their symbol exactly: an address is observable. Calls to
 //! preemptible functions and imports name their symbol too.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use cranelift_entity::SecondaryMap;
 use cranelift_module::ModuleRelocTarget;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::compile::{Compiled, FUNCTION_NAMESPACE};
 use crate::merge::refine::refine_partition;
@@ -47,61 +48,74 @@ pub fn fold_compiled(
         .iter()
         .map(|name| module.lookup(name))
         .collect();
-    let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
-    // Bodies by their key, in order of their first (lowest) owner.
-    let mut by_code: HashMap<Vec<u8>, usize> = HashMap::with_capacity(compiled.bodies.len());
-    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
     let mut owners: Vec<FuncIndex> = compiled.bodies.keys().copied().collect();
     owners.sort_unstable();
-    for owner in owners {
-        let body = &compiled.bodies[&owner];
-        let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
-        if same_signature_only {
-            write!(key, "{}\0", module.get(owner).func.signature).expect("into memory");
-        }
-        key.extend(body.alignment.to_le_bytes());
-        key.extend((body.bytes.len() as u64).to_le_bytes());
-        key.extend(&body.bytes);
-        for (r, is_call) in body.relocs_with_calls() {
-            key.extend(r.offset.to_le_bytes());
-            key.extend(r.addend.to_le_bytes());
-            key.extend((r.kind as u32).to_le_bytes());
-            let function = match r.name {
-                ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
-                    named[index as usize]
-                }
-                _ => None,
-            };
-            let callee =
-                function.filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible);
-            // The address of an erased function is its group's body's.
-            let erased_into = function
-                .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
-                .map(body_of);
-            // What the relocation names, after a tag: each record is read one way.
-            match (callee, erased_into, &r.name) {
-                (Some(g), ..) => {
-                    key.push(0);
-                    callees[owner].push(g);
-                }
-                (None, Some(body), _) => {
-                    key.push(1);
-                    key.extend(body.as_u32().to_le_bytes());
-                }
-                (None, None, &ModuleRelocTarget::User { namespace, index }) => {
-                    key.push(2);
-                    key.extend(namespace.to_le_bytes());
-                    key.extend(index.to_le_bytes());
-                }
-                (None, None, other) => {
-                    key.push(3);
-                    // (Writing into a `Vec` cannot fail.)
-                    write!(key, "{other:?}|").expect("into memory");
+    // Each body's key and the module functions its calls may be redirected to, in
+    // parallel.
+    let mut keyed: Vec<(Vec<u8>, Vec<FuncIndex>)> = owners
+        .par_iter()
+        .map(|&owner| {
+            let body = &compiled.bodies[&owner];
+            let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
+            let mut calls = Vec::new();
+            if same_signature_only {
+                write!(key, "{}\0", module.get(owner).func.signature).expect("into memory");
+            }
+            key.extend(body.alignment.to_le_bytes());
+            key.extend((body.bytes.len() as u64).to_le_bytes());
+            key.extend(&body.bytes);
+            for (r, is_call) in body.relocs_with_calls() {
+                key.extend(r.offset.to_le_bytes());
+                key.extend(r.addend.to_le_bytes());
+                key.extend((r.kind as u32).to_le_bytes());
+                let function = match r.name {
+                    ModuleRelocTarget::User { namespace, index }
+                        if namespace == FUNCTION_NAMESPACE =>
+                    {
+                        named[index as usize]
+                    }
+                    _ => None,
+                };
+                let callee =
+                    function.filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible);
+                // The address of an erased function is its group's body's.
+                let erased_into = function
+                    .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
+                    .map(body_of);
+                // What the relocation names, after a tag: each record is read one way.
+                match (callee, erased_into, &r.name) {
+                    (Some(g), ..) => {
+                        key.push(0);
+                        calls.push(g);
+                    }
+                    (None, Some(body), _) => {
+                        key.push(1);
+                        key.extend(body.as_u32().to_le_bytes());
+                    }
+                    (None, None, &ModuleRelocTarget::User { namespace, index }) => {
+                        key.push(2);
+                        key.extend(namespace.to_le_bytes());
+                        key.extend(index.to_le_bytes());
+                    }
+                    (None, None, other) => {
+                        key.push(3);
+                        // (Writing into a `Vec` cannot fail.)
+                        write!(key, "{other:?}|").expect("into memory");
+                    }
                 }
             }
-        }
+            (key, calls)
+        })
+        .collect();
+    // Bodies by their key, in order of their first (lowest) owner.
+    let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
+    let mut by_code: FxHashMap<&[u8], usize> =
+        FxHashMap::with_capacity_and_hasher(owners.len(), Default::default());
+    let mut groups: Vec<Vec<FuncIndex>> = Vec::new();
+    for (&owner, (key, calls)) in owners.iter().zip(keyed.iter_mut()) {
+        callees[owner] = std::mem::take(calls);
         let next = groups.len();
-        let at = *by_code.entry(key).or_insert(next);
+        let at = *by_code.entry(key.as_slice()).or_insert(next);
         if at == next {
             groups.push(Vec::new());
         }
