@@ -54,58 +54,7 @@ pub fn fold_compiled(
     // parallel.
     let mut keyed: Vec<(Vec<u8>, Vec<FuncIndex>)> = owners
         .par_iter()
-        .map(|&owner| {
-            let body = &compiled.bodies[&owner];
-            let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
-            let mut calls = Vec::new();
-            if same_signature_only {
-                write!(key, "{}\0", module.get(owner).func.signature).expect("into memory");
-            }
-            key.extend(body.alignment.to_le_bytes());
-            key.extend((body.bytes.len() as u64).to_le_bytes());
-            key.extend(&body.bytes);
-            for (r, is_call) in body.relocs_with_calls() {
-                key.extend(r.offset.to_le_bytes());
-                key.extend(r.addend.to_le_bytes());
-                key.extend((r.kind as u32).to_le_bytes());
-                let function = match r.name {
-                    ModuleRelocTarget::User { namespace, index }
-                        if namespace == FUNCTION_NAMESPACE =>
-                    {
-                        named[index as usize]
-                    }
-                    _ => None,
-                };
-                let callee =
-                    function.filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible);
-                // The address of an erased function is its group's body's.
-                let erased_into = function
-                    .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
-                    .map(body_of);
-                // What the relocation names, after a tag: each record is read one way.
-                match (callee, erased_into, &r.name) {
-                    (Some(g), ..) => {
-                        key.push(0);
-                        calls.push(g);
-                    }
-                    (None, Some(body), _) => {
-                        key.push(1);
-                        key.extend(body.as_u32().to_le_bytes());
-                    }
-                    (None, None, &ModuleRelocTarget::User { namespace, index }) => {
-                        key.push(2);
-                        key.extend(namespace.to_le_bytes());
-                        key.extend(index.to_le_bytes());
-                    }
-                    (None, None, other) => {
-                        key.push(3);
-                        // (Writing into a `Vec` cannot fail.)
-                        write!(key, "{other:?}|").expect("into memory");
-                    }
-                }
-            }
-            (key, calls)
-        })
+        .map(|&owner| body_key(module, plan, &named, compiled, owner, same_signature_only))
         .collect();
     // Bodies by their key, in order of their first (lowest) owner.
     let mut callees: SecondaryMap<FuncIndex, Vec<FuncIndex>> = SecondaryMap::new();
@@ -138,6 +87,68 @@ pub fn fold_compiled(
             (members, FoundBy::Code)
         })
         .collect()
+}
+
+/// The key `owner`'s compiled body is grouped by (its alignment, bytes and relocations,
+/// with its signature when `same_signature_only`), and the module functions its calls may
+/// be redirected to, in order: a call to one of them names only a placeholder in the key.
+fn body_key(
+    module: &Module,
+    plan: &MergePlan,
+    named: &[Option<FuncIndex>],
+    compiled: &Compiled,
+    owner: FuncIndex,
+    same_signature_only: bool,
+) -> (Vec<u8>, Vec<FuncIndex>) {
+    // The body that runs when `f` is called.
+    let body_of = |f: FuncIndex| plan.group_of(f).map_or(f, |g| g.kept);
+    let body = &compiled.bodies[&owner];
+    let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
+    let mut calls = Vec::new();
+    if same_signature_only {
+        write!(key, "{}\0", module.get(owner).func.signature).expect("into memory");
+    }
+    key.extend(body.alignment.to_le_bytes());
+    key.extend((body.bytes.len() as u64).to_le_bytes());
+    key.extend(&body.bytes);
+    for (r, is_call) in body.relocs_with_calls() {
+        key.extend(r.offset.to_le_bytes());
+        key.extend(r.addend.to_le_bytes());
+        key.extend((r.kind as u32).to_le_bytes());
+        let function = match r.name {
+            ModuleRelocTarget::User { namespace, index } if namespace == FUNCTION_NAMESPACE => {
+                named[index as usize]
+            }
+            _ => None,
+        };
+        let callee = function.filter(|&g| is_call && module.get(g).linkage != Linkage::Preemptible);
+        // The address of an erased function is its group's body's.
+        let erased_into = function
+            .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
+            .map(body_of);
+        // What the relocation names, after a tag: each record is read one way.
+        match (callee, erased_into, &r.name) {
+            (Some(g), ..) => {
+                key.push(0);
+                calls.push(g);
+            }
+            (None, Some(body), _) => {
+                key.push(1);
+                key.extend(body.as_u32().to_le_bytes());
+            }
+            (None, None, &ModuleRelocTarget::User { namespace, index }) => {
+                key.push(2);
+                key.extend(namespace.to_le_bytes());
+                key.extend(index.to_le_bytes());
+            }
+            (None, None, other) => {
+                key.push(3);
+                // (Writing into a `Vec` cannot fail.)
+                write!(key, "{other:?}|").expect("into memory");
+            }
+        }
+    }
+    (key, calls)
 }
 
 /// Extend `plan` with the groups whose bodies compiled to the same machine code
