@@ -15,8 +15,8 @@
 //! address-significant (trampolines mode, the default).
 //!
 //! `scaling/merge/N` is `clif_merge::merge` on the module of N functions (module
-//! construction excluded). LLVM's MergeFunctions design promises O(N log N); the requirement is
-//! time(1,000,000) ≤ 15 × time(100,000). After criterion, the table of times and growth per
+//! construction excluded). LLVM's MergeFunctions design promises O(N log N); the issue's
+//! requirement is time(1,000,000) ≤ 15 × time(100,000). After criterion, the table of times and growth per
 //! decade is printed and `bench/scaling.svg` is drawn (log-log).
 //!
 //! `scaling/candidates/N` is `merge::candidates::find_candidates` (MinHash signatures, LSH
@@ -34,8 +34,9 @@
 //! measured up to 100,000 (the module copied outside the measurement: the pass consumes
 //! it). Its table is printed last.
 //!
-//! `cargo bench --bench scaling` (about 7 minutes; the 1,000,000-function module takes some
-//! GB of memory). `CLIF_MERGE_BENCH_MAX_N=100000` stops earlier. As a test (`cargo test
+//! `cargo bench --bench scaling` (4.6 minutes before the merge-similar series; the
+//! 1,000,000-function module takes some GB of memory). `CLIF_MERGE_BENCH_MAX_N=100000` stops
+//! earlier. As a test (`cargo test
 //! --benches`) it runs 1,000 and 10,000 once.
 
 mod common;
