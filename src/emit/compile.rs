@@ -11,7 +11,7 @@
 //! cranelift-jit write no unwind information for bytes, so [`super::unwind`] writes it.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cranelift_codegen::control::ControlPlane;
@@ -21,6 +21,7 @@ use cranelift_codegen::CompiledCode;
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_module::{FuncId, ModuleReloc, ModuleRelocTarget};
 use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::clif::redirected;
 use super::stencil;
@@ -49,11 +50,11 @@ pub const DATA_NAMESPACE: u32 = 1;
 #[derive(Default, Debug)]
 pub struct SymbolTable {
     functions: Vec<FuncName>,
-    function_index: HashMap<FuncName, u32>,
+    function_index: FxHashMap<FuncName, u32>,
     data: Vec<(FuncName, bool)>,
-    data_index: HashMap<FuncName, u32>,
+    data_index: FxHashMap<FuncName, u32>,
     /// The signature each function name is called with (first use in module order).
-    pub signatures: HashMap<FuncName, ir::Signature>,
+    pub signatures: FxHashMap<FuncName, ir::Signature>,
 }
 
 impl SymbolTable {
@@ -196,9 +197,9 @@ pub fn compile_bodies(
     let mut compiled = Compiled::default();
     let indices: Vec<FuncIndex> = module.indices().collect();
     // Names called as functions anywhere are functions; other symbol names are data.
-    let called: HashSet<FuncName> = indices
+    let called: FxHashSet<FuncName> = indices
         .par_iter()
-        .fold(HashSet::new, |mut called, &f| {
+        .fold(FxHashSet::default, |mut called, &f| {
             let m = module.get(f);
             called.insert(m.name.clone());
             for ext in m.func.dfg.ext_funcs.values() {
@@ -206,16 +207,18 @@ pub fn compile_bodies(
             }
             called
         })
-        .reduce(HashSet::new, |mut a, b| {
+        .reduce(FxHashSet::default, |mut a, b| {
             a.extend(b);
             a
         });
     let kept = |f: FuncIndex| plan.group_of(f).is_none_or(|g| g.kept == f);
-    let jobs: Vec<(FuncIndex, ir::Function, Vec<SymbolUse>)> = indices
+    // Bodies are boxed: the steps below move them between lists on one thread, as
+    // pointers rather than copies of a `Function` each.
+    let jobs: Vec<(FuncIndex, Box<ir::Function>, Vec<SymbolUse>)> = indices
         .par_iter()
         .filter(|&&f| kept(f))
         .map(|&f| {
-            let func = redirected(module, plan, f);
+            let func = Box::new(redirected(module, plan, f));
             let uses = symbol_uses(&func, &called);
             (f, func, uses)
         })
@@ -237,7 +240,7 @@ pub fn compile_bodies(
     // Each body with its numbers, and what decides whether it compiles alike with
     // another ([`stencil`]): merge-similar's thunks are mostly written as machine code, and
     // are never shared.
-    let symbolized: Vec<(FuncIndex, ir::Function, Option<u64>)> = jobs
+    let symbolized: Vec<(FuncIndex, Box<ir::Function>, Option<u64>)> = jobs
         .into_par_iter()
         .zip(numbers)
         .map(|((f, mut func, uses), numbers)| {
@@ -246,7 +249,7 @@ pub fn compile_bodies(
             (f, func, key)
         })
         .collect();
-    let sources = stencil::sources(symbolized.iter().map(|(_, func, key)| (func, *key)));
+    let sources = stencil::sources(symbolized.iter().map(|(_, func, key)| (&**func, *key)));
     let (alone, alike): (Vec<_>, Vec<_>) = symbolized
         .into_iter()
         .zip(sources)
@@ -257,7 +260,7 @@ pub fn compile_bodies(
     let compiled_alone: Vec<(usize, FuncIndex, Result<CompiledBody, String>)> = alone
         .into_par_iter()
         .with_max_len(MAX_FUNCTIONS_PER_TASK)
-        .map(|(i, ((f, func, _), _))| (i, f, compile_one(isa, func, module.get(f).similar_thunk)))
+        .map(|(i, ((f, func, _), _))| (i, f, compile_one(isa, *func, module.get(f).similar_thunk)))
         .collect();
     for (i, f, result) in compiled_alone {
         results[i] = Some((f, result));
@@ -317,7 +320,7 @@ enum SymbolUse {
 
 /// The symbol uses of `func`: its external functions in order, then its `symbol` global
 /// values in order.
-fn symbol_uses(func: &ir::Function, called: &HashSet<FuncName>) -> Vec<SymbolUse> {
+fn symbol_uses(func: &ir::Function, called: &FxHashSet<FuncName>) -> Vec<SymbolUse> {
     let own_symbol = |name: &ExternalName| {
         !matches!(
             name,
