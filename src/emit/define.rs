@@ -357,15 +357,12 @@ pub fn define_all<M: CraneliftModule>(
         }
     }
     for f in module.indices() {
-        let body = &compiled.bodies[&plan.group_of(f).map_or(f, |g| g.kept)];
+        let body = &compiled.bodies[&plan.body_of(f)];
         summary.sizes.runs[f] = padded(body.bytes.len(), body.alignment);
     }
     summary.unmerged_code_bytes_estimate = module
         .indices()
-        .map(|f| {
-            let body = plan.group_of(f).map_or(f, |g| g.kept);
-            compiled.bodies[&body].bytes.len() as u64
-        })
+        .map(|f| compiled.bodies[&plan.body_of(f)].bytes.len() as u64)
         .sum();
     let mut ids: HashMap<FuncName, FuncId> = own_id
         .iter()

@@ -39,8 +39,6 @@ pub fn fold_compiled(
     compiled: &Compiled,
     same_signature_only: bool,
 ) -> Vec<(Vec<FuncIndex>, FoundBy)> {
-    // The body that runs when `f` is called.
-    let body_of = |f: FuncIndex| plan.group_of(f).map_or(f, |g| g.kept);
     // The module function each function symbol names, looked up once.
     let named: Vec<Option<FuncIndex>> = compiled
         .symbols
@@ -71,7 +69,7 @@ pub fn fold_compiled(
         groups[at].push(owner);
     }
     groups.retain(|g| g.len() > 1);
-    refine_partition(groups, |f| &callees[f][..], body_of)
+    refine_partition(groups, |f| &callees[f][..], |f| plan.body_of(f))
         .into_iter()
         .map(|bodies| {
             let mut members: Vec<FuncIndex> = bodies
@@ -100,8 +98,6 @@ fn body_key(
     owner: FuncIndex,
     same_signature_only: bool,
 ) -> (Vec<u8>, Vec<FuncIndex>) {
-    // The body that runs when `f` is called.
-    let body_of = |f: FuncIndex| plan.group_of(f).map_or(f, |g| g.kept);
     let body = &compiled.bodies[&owner];
     let mut key: Vec<u8> = Vec::with_capacity(body.bytes.len() + 32 * body.relocs.len());
     let mut calls = Vec::new();
@@ -125,7 +121,7 @@ fn body_key(
         // The address of an erased function is its group's body's.
         let erased_into = function
             .filter(|&g| plan.action(g) == crate::merge::Action::Erased)
-            .map(body_of);
+            .map(|g| plan.body_of(g));
         // What the relocation names, after a tag: each record is read one way.
         match (callee, erased_into, &r.name) {
             (Some(g), ..) => {

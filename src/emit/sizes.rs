@@ -48,7 +48,7 @@ impl CodeSizes {
         let Some(&first) = members.first() else {
             return 0;
         };
-        let kept = plan.group_of(first).map_or(first, |g| g.kept);
+        let kept = plan.body_of(first);
         let runs: u64 = members.iter().map(|&f| self.runs[f]).sum();
         let own: u64 = members.iter().map(|&f| self.own[f]).sum();
         runs as i64 - own as i64 - self.body(plan, kept) as i64

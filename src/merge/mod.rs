@@ -170,11 +170,11 @@ struct ByPlan<'m> {
 
 impl ByPlan<'_> {
     fn group_token(&self, target: FuncIndex) -> CallTarget {
-        let group = |f: FuncIndex| self.plan.group_of(f).map_or(f, |g| g.kept);
-        if group(target) == group(self.caller) {
+        let body = self.plan.body_of(target);
+        if body == self.plan.body_of(self.caller) {
             CallTarget::SelfCall
         } else {
-            CallTarget::Class(group(target).as_u32())
+            CallTarget::Class(body.as_u32())
         }
     }
 

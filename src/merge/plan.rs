@@ -109,6 +109,12 @@ impl MergePlan {
         self.group_of[f].map(|g| &self.groups[g as usize])
     }
 
+    /// The function whose body runs when `f` is called: its group's kept function, or `f`
+    /// itself when it is in no group.
+    pub fn body_of(&self, f: FuncIndex) -> FuncIndex {
+        self.group_of(f).map_or(f, |g| g.kept)
+    }
+
     /// How many functions were folded into another.
     pub fn folded_count(&self) -> usize {
         self.groups.iter().map(|g| g.folded.len()).sum()
