@@ -16,8 +16,8 @@
 //!
 //! `scaling/merge/N` is `clif_merge::merge` on the module of N functions (module
 //! construction excluded). LLVM's MergeFunctions design promises O(N log N); the issue's
-//! requirement is time(1,000,000) ≤ 15 × time(100,000). After criterion, the table of times and growth per
-//! decade is printed and `bench/scaling.svg` is drawn (log-log).
+//! requirement is time(1,000,000) ≤ 15 × time(100,000). After criterion, the table of
+//! times and growth per decade is printed and `bench/scaling.svg` is drawn (log-log).
 //!
 //! `scaling/candidates/N` is `merge::candidates::find_candidates` (MinHash signatures, LSH
 //! bands, best partners) over every function of the same module, with the default options.
@@ -35,9 +35,8 @@
 //! it). Its table is printed last.
 //!
 //! `cargo bench --bench scaling` (4.6 minutes before the merge-similar series; the
-//! 1,000,000-function module takes some GB of memory). `CLIF_MERGE_BENCH_MAX_N=100000` stops
-//! earlier. As a test (`cargo test
-//! --benches`) it runs 1,000 and 10,000 once.
+//! 1,000,000-function module takes some GB of memory). `CLIF_MERGE_BENCH_MAX_N=100000`
+//! stops earlier. As a test (`cargo test --benches`) it runs 1,000 and 10,000 once.
 
 mod common;
 
