@@ -1355,7 +1355,7 @@ fn linux_aarch64_unwinds_at_every_instruction() {
             // The code under test in a section of its own, whose bounds the linker names.
             let renamed = dir.join(format!("r{i}-{pic}.o"));
             run(Command::new("aarch64-linux-gnu-objcopy")
-                .args(["--rename-section", ".text=merged_text"])
+                .args(breakpoint_stops::rename_code_sections(&obj).unwrap())
                 .arg(&obj)
                 .arg(&renamed));
             let exe = dir.join(format!("step{i}-{pic}"));

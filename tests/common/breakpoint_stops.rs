@@ -31,6 +31,29 @@ pub fn write_stops(log: &Path, (start, len): (u64, u64), stops: &Path) -> Result
     std::fs::write(stops, listed).map_err(|e| format!("{}: {e}", stops.display()))
 }
 
+/// `objcopy`'s options that rename every code section of the relocatable `object`
+/// (`.text`, and `.text.NAME` with a section per function) `merged_text`: the linker then
+/// puts the code under test in one output section of that name, each input section still
+/// kept or dropped by `--gc-sections` on its own.
+pub fn rename_code_sections(object: &Path) -> Result<Vec<String>, String> {
+    use cranelift_object::object::{Object as _, ObjectSection as _};
+    let bytes = std::fs::read(object).map_err(|e| format!("{}: {e}", object.display()))?;
+    let file = cranelift_object::object::File::parse(&*bytes)
+        .map_err(|e| format!("{}: {e}", object.display()))?;
+    let names: BTreeSet<String> = file
+        .sections()
+        .filter_map(|s| s.name().ok().map(str::to_owned))
+        .filter(|n| n == ".text" || n.starts_with(".text."))
+        .collect();
+    if names.is_empty() {
+        return Err(format!("{}: no code section", object.display()));
+    }
+    Ok(names
+        .into_iter()
+        .flat_map(|n| ["--rename-section".to_owned(), format!("{n}=merged_text")])
+        .collect())
+}
+
 /// The address and length of `exe`'s section `merged_text`, where the objects' code is
 /// linked when their `.text` is renamed so.
 pub fn merged_text(exe: &Path) -> Result<(u64, u64), String> {

@@ -744,13 +744,10 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     };
     // Asynchronous unwinding through the code of every configuration that has unwind
     // information: a Linux executable stops at every instruction of each entry's first
-    // call, x86_64's with the trap flag, aarch64's at breakpoints (only where the code is
-    // one section, and not where branch protection is enforced: the breakpoints need the
-    // code writable, which would map it unguarded).
+    // call, x86_64's with the trap flag, aarch64's at breakpoints (with its code guarded
+    // where branch protection is enforced, and with a section per function).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
-        Variant::FunctionSections if config.arch == Arch::Aarch64 => -1,
-        _ if config.variant.guarded() => -1,
         _ => STEP_LIMIT,
     };
     let stepping = match (config.arch, config.output) {
@@ -760,18 +757,27 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
     let step_sources: Vec<std::ffi::OsString> = match stepping {
         Some((Arch::Aarch64, _)) => {
-            // The object's code in a section of its own, whose bounds the linker names.
+            // The object's code in one output section, whose bounds the linker names: every
+            // code section of the object (one per function with `--function-sections`,
+            // which `--gc-sections` still drops one by one) renamed `merged_text`.
             command(
                 Command::new("aarch64-linux-gnu-objcopy")
-                    .args(["--rename-section", ".text=merged_text"])
+                    .args(breakpoint_stops::rename_code_sections(&object)?)
                     .arg(&object),
             )?;
-            vec![
+            // The stepper maps the code writable to write its breakpoints, and guarded again
+            // where branch protection is enforced.
+            let guarded = config
+                .variant
+                .guarded()
+                .then(|| "-DBREAKPOINTS_GUARDED".into());
+            let sources = [
                 "-DBREAKPOINTS_NO_CALLBACKS".into(),
                 Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join(BREAKPOINTS_AARCH64)
                     .into(),
-            ]
+            ];
+            guarded.into_iter().chain(sources).collect()
         }
         Some(_) => vec![
             "-DSINGLE_STEP_NO_CALLBACKS".into(),
@@ -793,7 +799,15 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // executable from a start file with a landing pad; otherwise as it is.
     let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
     {
-        Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
+        // On aarch64 the stepper's references to `__start_merged_text` keep no section
+        // alive (`-z start-stop-gc`): the stepped executable keeps what the others do.
+        Variant::FunctionSections => {
+            let mut flags = vec!["-Wl,--gc-sections".into()];
+            if config.arch == Arch::Aarch64 {
+                flags.push("-Wl,-z,start-stop-gc".into());
+            }
+            (&["-Wl,--gc-sections"], flags)
+        }
         _ if config.variant.guarded() => {
             let start = dir.join("start.S");
             std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
