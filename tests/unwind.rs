@@ -1277,19 +1277,26 @@ fn breakpoints_main(
 
 /// Run `exe`, linked with [`BREAKPOINTS_AARCH64`], under qemu: first with
 /// `-d in_asm`, whose log names every instruction run, then with the offsets
-/// of those in the code under test (`text`: its address and length) as the instructions
-/// to stop at. Every entry must be stepped through and unwind at every step, and return
-/// what it returned without breakpoints. Each entry's value, by name.
-fn breakpoints_run(exe: &Path, text: (u64, u64), context: &str) -> BTreeMap<String, String> {
+/// of those in the code under test (the range the harness handed the stepper, which writes
+/// it in the first run) as the instructions to stop at. Every entry must be stepped
+/// through and unwind at every step, and return what it returned without breakpoints.
+/// Each entry's value, by name.
+fn breakpoints_run(exe: &Path, context: &str) -> BTreeMap<String, String> {
     let qemu = || {
         let mut cmd = Command::new("qemu-aarch64");
         cmd.args(["-L", "/usr/aarch64-linux-gnu"]);
         cmd
     };
     let log = exe.with_extension("log");
-    let traced = run(qemu().args(breakpoint_stops::log_options(&log)).arg(exe));
+    let range = exe.with_extension("range");
+    let traced = run(qemu()
+        .args(breakpoint_stops::log_options(&log))
+        .env(breakpoint_stops::CODE_RANGE_VARIABLE, &range)
+        .arg(exe));
     let stops = exe.with_extension("stops");
-    breakpoint_stops::write_stops(&log, text, &stops).unwrap_or_else(|e| panic!("{context}: {e}"));
+    breakpoint_stops::code_range(&range)
+        .and_then(|text| breakpoint_stops::write_stops(&log, text, &stops))
+        .unwrap_or_else(|e| panic!("{context}: {e}"));
     let printed = run(qemu().arg(exe).arg(&stops));
     let values = |printed: &str, stepped: bool| {
         let places = " (offsets into the code under test)";
@@ -1366,8 +1373,7 @@ fn linux_aarch64_unwinds_at_every_instruction() {
                 .arg(&renamed)
                 .arg("-o")
                 .arg(&exe));
-            let text = breakpoint_stops::merged_text(&exe).unwrap();
-            let values = breakpoints_run(&exe, text, &context);
+            let values = breakpoints_run(&exe, &context);
             let reference = reference.get_or_insert_with(|| values.clone());
             assert_eq!(
                 reference, &values,
@@ -1415,14 +1421,10 @@ fn linux_aarch64_unwinds_at_every_instruction() {
             .arg(&harness)
             .arg("-o")
             .arg(&exe));
-        // What the image holds after its page of import stubs (the loader's stand-ins for
-        // a linker's, which have no FDE).
-        let code = image.base + jit_region::STUB_PAGE;
-        let values = breakpoints_run(
-            &exe,
-            (code as u64, (image.len - jit_region::STUB_PAGE) as u64),
-            &context,
-        );
+        // The code under test is what the image holds after its page of import stubs (the
+        // loader's stand-ins for a linker's, which have no FDE): `image.code()`, handed to
+        // the stepper above.
+        let values = breakpoints_run(&exe, &context);
         assert_eq!(
             reference, values,
             "{context}: stepped entries returned other values than unmerged objects"

@@ -54,14 +54,24 @@ pub fn rename_code_sections(object: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// The address and length of `exe`'s section `merged_text`, where the objects' code is
-/// linked when their `.text` is renamed so.
-pub fn merged_text(exe: &Path) -> Result<(u64, u64), String> {
-    use cranelift_object::object::{Object as _, ObjectSection as _};
-    let bytes = std::fs::read(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-    let file = cranelift_object::object::File::parse(&*bytes).map_err(|e| e.to_string())?;
-    let text = file
-        .section_by_name("merged_text")
-        .ok_or_else(|| format!("{}: no merged_text section", exe.display()))?;
-    Ok((text.address(), text.size()))
+/// The environment variable naming the file where the stepper, run without instructions to
+/// stop at, writes the bounds of the code it was handed (where the code was loaded, in an
+/// executable or a shared library): two hexadecimal addresses, [`code_range`] reads them.
+pub const CODE_RANGE_VARIABLE: &str = "BREAKPOINTS_CODE_RANGE";
+
+/// The address and length of the code whose bounds the stepper wrote into `file`
+/// ([`CODE_RANGE_VARIABLE`]).
+pub fn code_range(file: &Path) -> Result<(u64, u64), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let bad = || {
+        format!(
+            "{}: not two hexadecimal addresses: {text:?}",
+            file.display()
+        )
+    };
+    let mut words = text.split_whitespace().map(|w| u64::from_str_radix(w, 16));
+    match (words.next(), words.next(), words.next()) {
+        (Some(Ok(start)), Some(Ok(end)), None) if start < end => Ok((start, end - start)),
+        _ => Err(bad()),
+    }
 }

@@ -743,28 +743,46 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         _ => Entries::Linked,
     };
     // Asynchronous unwinding through the code of every configuration that has unwind
-    // information: a Linux executable stops at every instruction of each entry's first
-    // call, x86_64's with the trap flag, aarch64's at breakpoints (with its code guarded
-    // where branch protection is enforced, and with a section per function).
+    // information: a Linux executable or shared library (PIC code with its PLT) stops at
+    // every instruction of each entry's first call, x86_64's with the trap flag, aarch64's
+    // at breakpoints (with its code guarded where branch protection is enforced, and with
+    // a section per function).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
         _ => STEP_LIMIT,
     };
     let stepping = match (config.arch, config.output) {
-        (Arch::X86_64 | Arch::Aarch64, Output::Executable) => Some((config.arch, limit)),
+        (Arch::X86_64 | Arch::Aarch64, Output::Executable | Output::SharedLibrary) => {
+            Some((config.arch, limit))
+        }
         _ => None,
     };
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
+    // What the shared library is linked with besides the object (aarch64's stepping:
+    // [`MERGED_TEXT_BOUNDS`]).
+    let mut library_sources: Vec<std::ffi::OsString> = Vec::new();
     let step_sources: Vec<std::ffi::OsString> = match stepping {
         Some((Arch::Aarch64, _)) => {
             // The object's code in one output section, whose bounds the linker names: every
             // code section of the object (one per function with `--function-sections`,
-            // which `--gc-sections` still drops one by one) renamed `merged_text`.
+            // which `--gc-sections` still drops one by one) renamed `merged_text`. The
+            // bounds are handed out where that section is, in the executable or the
+            // library, with landing pads for a guarded library's PLT.
             command(
                 Command::new("aarch64-linux-gnu-objcopy")
                     .args(breakpoint_stops::rename_code_sections(&object)?)
                     .arg(&object),
             )?;
+            let bounds = dir.join("bounds.c");
+            std::fs::write(&bounds, MERGED_TEXT_BOUNDS).map_err(|e| e.to_string())?;
+            let bounds = bounds.into_os_string();
+            let bounds_in_executable = match config.output {
+                Output::SharedLibrary => {
+                    library_sources = vec!["-mbranch-protection=bti".into(), bounds];
+                    None
+                }
+                _ => Some(bounds),
+            };
             // The stepper maps the code writable to write its breakpoints, and guarded again
             // where branch protection is enforced.
             let guarded = config
@@ -777,7 +795,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .join(BREAKPOINTS_AARCH64)
                     .into(),
             ];
-            guarded.into_iter().chain(sources).collect()
+            (guarded.into_iter().chain(sources))
+                .chain(bounds_in_executable)
+                .collect()
         }
         Some(_) => vec![
             "-DSINGLE_STEP_NO_CALLBACKS".into(),
@@ -799,15 +819,13 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // executable from a start file with a landing pad; otherwise as it is.
     let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
     {
-        // On aarch64 the stepper's references to `__start_merged_text` keep no section
-        // alive (`-z start-stop-gc`): the stepped executable keeps what the others do.
-        Variant::FunctionSections => {
-            let mut flags = vec!["-Wl,--gc-sections".into()];
-            if config.arch == Arch::Aarch64 {
-                flags.push("-Wl,-z,start-stop-gc".into());
-            }
-            (&["-Wl,--gc-sections"], flags)
-        }
+        // On aarch64 the references to `__start_merged_text` keep no section alive
+        // (`-z start-stop-gc`): the stepped builds keep what the others do.
+        Variant::FunctionSections if config.arch == Arch::Aarch64 => (
+            &["-Wl,--gc-sections", "-Wl,-z,start-stop-gc"],
+            vec!["-Wl,--gc-sections".into(), "-Wl,-z,start-stop-gc".into()],
+        ),
+        Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
         _ if config.variant.guarded() => {
             let start = dir.join("start.S");
             std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
@@ -832,13 +850,15 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .args(library_flags)
                     .arg("-o")
                     .arg(&lib)
-                    .arg(&object),
+                    .arg(&object)
+                    .args(&library_sources),
             )?;
             command(
                 Command::new(cc)
                     .args(["-O1", "-fno-omit-frame-pointer", "-o"])
                     .arg(&exe)
                     .arg(&harness)
+                    .args(&step_sources)
                     .arg(&lib)
                     .args(search)
                     .arg("-lm"),
@@ -956,18 +976,19 @@ pub enum Entries<'a> {
     },
 }
 
-/// The trap-flag stepper that x86_64 Linux executables' harnesses link
+/// The trap-flag stepper that x86_64 Linux executables' and shared libraries' harnesses link
 /// ([`c_harness`]'s `stepping`): libgcc's unwinder at every instruction.
 const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 
-/// The breakpoint stepper that aarch64 Linux executables' harnesses link
-/// ([`c_harness`]'s `stepping`), run under qemu by [`run_with_breakpoints`].
+/// The breakpoint stepper that aarch64 Linux executables' and shared libraries' harnesses
+/// link ([`c_harness`]'s `stepping`), run under qemu by [`run_with_breakpoints`].
 const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
 
 /// Run the aarch64 executable `exe` (its harness linked with [`BREAKPOINTS_AARCH64`]) under
 /// qemu twice: first as it is, with qemu logging the instructions that run
-/// ([`breakpoint_stops`]), then with those in `merged_text` as the instructions to stop
-/// at. Both must print the same; what the first printed.
+/// ([`breakpoint_stops`]) and the stepper writing where the code under test was loaded,
+/// then with those instructions in that code as the ones to stop at. Both must print the
+/// same; what the first printed.
 fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
     let qemu = || {
         let mut cmd = timed("qemu-aarch64");
@@ -975,9 +996,15 @@ fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
         cmd
     };
     let log = exe.with_extension("log");
-    let printed = command(qemu().args(breakpoint_stops::log_options(&log)).arg(exe))?;
+    let range = exe.with_extension("range");
+    let printed = command(
+        qemu()
+            .args(breakpoint_stops::log_options(&log))
+            .env(breakpoint_stops::CODE_RANGE_VARIABLE, &range)
+            .arg(exe),
+    )?;
     let file = exe.with_extension("stops");
-    breakpoint_stops::write_stops(&log, breakpoint_stops::merged_text(exe)?, &file)?;
+    breakpoint_stops::write_stops(&log, breakpoint_stops::code_range(&range)?, &file)?;
     let stepped = command(qemu().arg(exe).arg(&file))?;
     if stepped != printed {
         return Err(format!(
@@ -987,6 +1014,16 @@ fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
     }
     Ok(printed)
 }
+
+/// Where the code an aarch64 harness steps through lies, linked with the object (into the
+/// executable, or into the shared library, whose linker-made `__start_` symbols it does not
+/// export): the bounds of the section its code sections were renamed to.
+const MERGED_TEXT_BOUNDS: &str = "\
+#include <stdint.h>
+extern uint32_t __start_merged_text[] __attribute__((weak));
+extern uint32_t __stop_merged_text[] __attribute__((weak));
+uint32_t *const merged_text_bounds[2] = {__start_merged_text, __stop_merged_text};
+";
 
 /// On aarch64 the first calls of one entry in this many are stopped in (their breakpoints
 /// cost qemu the translation of the code again at every stop).
@@ -1014,8 +1051,7 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
         s.push_str(match arch {
             Arch::Aarch64 => {
                 "void start_stepping(int, char **, void *, void *);\n\
-                 extern uint32_t __start_merged_text[] __attribute__((weak));\n\
-                 extern uint32_t __stop_merged_text[] __attribute__((weak));\n"
+                 extern uint32_t *const merged_text_bounds[2];\n"
             }
             Arch::X86_64 | Arch::X86_64Windows => "void start_stepping(void);\n",
         });
@@ -1105,7 +1141,7 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
             "\n  step_end();",
             match arch {
                 Arch::Aarch64 => {
-                    "start_stepping(argc, argv, __start_merged_text, __stop_merged_text);\n  "
+                    "start_stepping(argc, argv, merged_text_bounds[0], merged_text_bounds[1]);\n  "
                 }
                 Arch::X86_64 | Arch::X86_64Windows => "start_stepping();\n  ",
             },
