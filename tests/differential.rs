@@ -18,11 +18,13 @@
 //! inputs, write the same memory, see the same return address and frame, and return
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.
-//! On Linux each executable's and shared library's harness (PIC code with its PLT) also
-//! stops at every instruction of each entry's first call and unwinds with libgcc from
-//! there: x86_64 with the trap flag
-//! (`fixtures/unwind/single_step_linux.c`), aarch64 at breakpoints under qemu (one entry in
-//! eight, `fixtures/unwind/breakpoints_aarch64.c`). Every stop must reach the call site
+//! Each executable's and shared library's harness (PIC code with its PLT; on Windows DLLs
+//! and PIC executables too) also stops at every instruction of each entry's first call and
+//! unwinds from there: Linux x86_64 with the trap flag and libgcc
+//! (`fixtures/unwind/single_step_linux.c`), Windows x64 under Wine with the trap flag and
+//! `RtlVirtualUnwind` (one entry in eight, `fixtures/unwind/single_step_windows.c`), aarch64
+//! at breakpoints under qemu and libgcc (one entry in eight,
+//! `fixtures/unwind/breakpoints_aarch64.c`). Every stop must reach the call site
 //! with the stack pointer and callee-saved registers the call left.
 //!
 //! `cargo test --profile test-release --test differential` runs a fixed set of seeds. The long mode,

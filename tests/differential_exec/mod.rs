@@ -743,19 +743,20 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         _ => Entries::Linked,
     };
     // Asynchronous unwinding through the code of every configuration that has unwind
-    // information: a Linux executable or shared library (PIC code with its PLT) stops at
-    // every instruction of each entry's first call, x86_64's with the trap flag, aarch64's
-    // at breakpoints (with its code guarded where branch protection is enforced, and with
-    // a section per function).
+    // information: an executable or a shared library (PIC code with its PLT; on Windows a
+    // DLL) stops at every instruction of each entry's first call, x86_64's with the trap
+    // flag (unwound by libgcc, or under Wine by Windows' own unwinder), aarch64's at
+    // breakpoints (with its code guarded where branch protection is enforced, and with a
+    // section per function).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
         _ => STEP_LIMIT,
     };
     let stepping = match (config.arch, config.output) {
-        (Arch::X86_64 | Arch::Aarch64, Output::Executable | Output::SharedLibrary) => {
+        (_, Output::Jit) => None,
+        (_, Output::Executable | Output::SharedLibrary | Output::PicExecutable) => {
             Some((config.arch, limit))
         }
-        _ => None,
     };
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
     // What the shared library is linked with besides the object (aarch64's stepping:
@@ -799,12 +800,13 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 .chain(bounds_in_executable)
                 .collect()
         }
-        Some(_) => vec![
+        Some((Arch::X86_64, _)) => vec![
             "-DSINGLE_STEP_NO_CALLBACKS".into(),
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join(SINGLE_STEP_LINUX)
                 .into(),
         ],
+        Some((Arch::X86_64Windows, _)) => vec![windows_stepper()?.into()],
         None => Vec::new(),
     };
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
@@ -980,6 +982,33 @@ pub enum Entries<'a> {
 /// ([`c_harness`]'s `stepping`): libgcc's unwinder at every instruction.
 const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 
+/// The trap-flag stepper that Windows executables' and DLLs' harnesses link ([`c_harness`]'s
+/// `stepping`): Windows' own unwinder (`RtlVirtualUnwind`, under Wine) at every instruction.
+const SINGLE_STEP_WINDOWS: &str = "fixtures/unwind/single_step_windows.c";
+
+/// [`SINGLE_STEP_WINDOWS`] compiled, once per test process: `<windows.h>` takes most of a
+/// second to compile, which every Windows build would otherwise spend again. Written under
+/// a name of the process's own, then renamed, so that test processes running at once never
+/// link one that another is writing.
+fn windows_stepper() -> Result<PathBuf, String> {
+    static OBJECT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    OBJECT
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let written = dir.join(format!("single_step_windows-{}.o", std::process::id()));
+            command(
+                Command::new(Arch::X86_64Windows.cc())
+                    .args(["-O1", "-c", "-DSINGLE_STEP_NO_CALLBACKS", "-o"])
+                    .arg(&written)
+                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SINGLE_STEP_WINDOWS)),
+            )?;
+            let object = dir.join("single_step_windows.o");
+            std::fs::rename(&written, &object).map_err(|e| format!("{}: {e}", object.display()))?;
+            Ok(object)
+        })
+        .clone()
+}
+
 /// The breakpoint stepper that aarch64 Linux executables' and shared libraries' harnesses
 /// link ([`c_harness`]'s `stepping`), run under qemu by [`run_with_breakpoints`].
 const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
@@ -1025,9 +1054,11 @@ extern uint32_t __stop_merged_text[] __attribute__((weak));
 uint32_t *const merged_text_bounds[2] = {__start_merged_text, __stop_merged_text};
 ";
 
-/// On aarch64 the first calls of one entry in this many are stopped in (their breakpoints
-/// cost qemu the translation of the code again at every stop).
-const AARCH64_STEP_EVERY: u32 = 8;
+/// Where a stop is dear, the first calls of one entry in this many are stopped in: on
+/// aarch64, whose breakpoints cost qemu the translation of the code again at every stop,
+/// and on Windows, where Wine turns every step into a signal and an exception dispatched
+/// to the stepper.
+const EMULATED_STEP_EVERY: u32 = 8;
 
 /// The most steps of one call that are unwound; the rest of the call runs without the trap
 /// flag (a long loop would take seconds).
@@ -1035,9 +1066,10 @@ const STEP_LIMIT: i64 = 4000;
 
 /// A C program that calls every entry on its inputs and prints what it saw. With
 /// `stepping` (an architecture and a limit), it is linked with that architecture's stepper
-/// ([`SINGLE_STEP_LINUX`], x86_64's trap flag; [`BREAKPOINTS_AARCH64`], breakpoints) and
-/// stops at every instruction of each entry's first call (on aarch64 one entry's in
-/// [`AARCH64_STEP_EVERY`]), unwinding at each, up to that many stops a call (-1: none, the
+/// ([`SINGLE_STEP_LINUX`] and [`SINGLE_STEP_WINDOWS`], x86_64's trap flag;
+/// [`BREAKPOINTS_AARCH64`], breakpoints) and
+/// stops at every instruction of each entry's first call (on aarch64 and Windows one
+/// entry's in [`EMULATED_STEP_EVERY`]), unwinding at each, up to that many stops a call (-1: none, the
 /// code otherwise the same), and fails (exit status 5, the stops that did not unwind on its
 /// standard error) when an unwind did not reach the call.
 fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) -> String {
@@ -1060,13 +1092,12 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
              int step_totals(FILE *);\n",
         );
         // Read at run time, so that no code differs (a frame reader may see `main`'s).
-        // Each entry's first call is stepped through (on aarch64 some entries'): the others
-        // mostly run the same instructions again.
-        // Under qemu every stop costs the translation of its page again: on aarch64 the
-        // first calls of one entry in [`AARCH64_STEP_EVERY`].
+        // Each entry's first call is stepped through (on aarch64 and Windows some
+        // entries', [`EMULATED_STEP_EVERY`]): the others mostly run the same instructions
+        // again.
         let every = match arch {
-            Arch::Aarch64 => AARCH64_STEP_EVERY,
-            Arch::X86_64 | Arch::X86_64Windows => 1,
+            Arch::Aarch64 | Arch::X86_64Windows => EMULATED_STEP_EVERY,
+            Arch::X86_64 => 1,
         };
         let _ = writeln!(
             s,
