@@ -779,7 +779,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             let bounds = bounds.into_os_string();
             let bounds_in_executable = match config.output {
                 Output::SharedLibrary => {
-                    library_sources = vec!["-mbranch-protection=bti".into(), bounds];
+                    library_sources =
+                        vec!["-fPIC".into(), "-mbranch-protection=bti".into(), bounds];
                     None
                 }
                 _ => Some(bounds),
@@ -1067,11 +1068,11 @@ const STEP_LIMIT: i64 = 4000;
 /// A C program that calls every entry on its inputs and prints what it saw. With
 /// `stepping` (an architecture and a limit), it is linked with that architecture's stepper
 /// ([`SINGLE_STEP_LINUX`] and [`SINGLE_STEP_WINDOWS`], x86_64's trap flag;
-/// [`BREAKPOINTS_AARCH64`], breakpoints) and
-/// stops at every instruction of each entry's first call (on aarch64 and Windows one
-/// entry's in [`EMULATED_STEP_EVERY`]), unwinding at each, up to that many stops a call (-1: none, the
-/// code otherwise the same), and fails (exit status 5, the stops that did not unwind on its
-/// standard error) when an unwind did not reach the call.
+/// [`BREAKPOINTS_AARCH64`], breakpoints) and stops at every instruction of each entry's
+/// first call (on aarch64 and Windows one entry's in [`EMULATED_STEP_EVERY`]), unwinding at
+/// each, up to that many stops a call (-1: none, the code otherwise the same), and fails
+/// (exit status 5, the stops that did not unwind on its standard error) when an unwind did
+/// not reach the call.
 fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
