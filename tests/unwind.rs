@@ -1287,16 +1287,9 @@ fn breakpoints_run(exe: &Path, context: &str) -> BTreeMap<String, String> {
         cmd.args(["-L", "/usr/aarch64-linux-gnu"]);
         cmd
     };
-    let log = exe.with_extension("log");
-    let range = exe.with_extension("range");
-    let traced = run(qemu()
-        .args(breakpoint_stops::log_options(&log))
-        .env(breakpoint_stops::CODE_RANGE_VARIABLE, &range)
-        .arg(exe));
-    let stops = exe.with_extension("stops");
-    breakpoint_stops::code_range(&range)
-        .and_then(|text| breakpoint_stops::write_stops(&log, text, &stops))
-        .unwrap_or_else(|e| panic!("{context}: {e}"));
+    let traced = run(breakpoint_stops::first_run(&mut qemu(), exe));
+    let stops =
+        breakpoint_stops::stops_from_first_run(exe).unwrap_or_else(|e| panic!("{context}: {e}"));
     let printed = run(qemu().arg(exe).arg(&stops));
     let values = |printed: &str, stepped: bool| {
         let places = " (offsets into the code under test)";

@@ -5,17 +5,37 @@
 //! Shared by `tests/unwind.rs` and the differential harness.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `qemu`, a qemu-aarch64 command, made the first run of `exe` (its harness linked with the
+/// stepper, no instructions to stop at): qemu logs the instructions it translates, and the
+/// stepper writes where the code under test was loaded, each into a file beside `exe`
+/// that [`stops_from_first_run`] reads.
+pub fn first_run<'c>(qemu: &'c mut Command, exe: &Path) -> &'c mut Command {
+    qemu.args(log_options(&exe.with_extension("log")))
+        .env(CODE_RANGE_VARIABLE, exe.with_extension("range"))
+        .arg(exe)
+}
+
+/// After [`first_run`] of `exe`: the file, beside it, of the instructions to stop at (the
+/// offsets into the code under test of those the first run ran), for the second run.
+pub fn stops_from_first_run(exe: &Path) -> Result<PathBuf, String> {
+    let stops = exe.with_extension("stops");
+    let text = code_range(&exe.with_extension("range"))?;
+    write_stops(&exe.with_extension("log"), text, &stops)?;
+    Ok(stops)
+}
 
 /// The qemu-aarch64 options that log the instructions it translates to `log`.
-pub fn log_options(log: &Path) -> Vec<std::ffi::OsString> {
+fn log_options(log: &Path) -> Vec<std::ffi::OsString> {
     vec!["-d".into(), "in_asm".into(), "-D".into(), log.into()]
 }
 
 /// The offsets into `text` (its address and length) of the instructions `log` (written
 /// with [`log_options`]) names, written one hexadecimal number a line into `stops`, the
 /// file the stepper reads; an error when there are none.
-pub fn write_stops(log: &Path, (start, len): (u64, u64), stops: &Path) -> Result<(), String> {
+fn write_stops(log: &Path, (start, len): (u64, u64), stops: &Path) -> Result<(), String> {
     let log = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let offsets: BTreeSet<u64> = log
         .lines()
@@ -57,11 +77,11 @@ pub fn rename_code_sections(object: &Path) -> Result<Vec<String>, String> {
 /// The environment variable naming the file where the stepper, run without instructions to
 /// stop at, writes the bounds of the code it was handed (where the code was loaded, in an
 /// executable or a shared library): two hexadecimal addresses, [`code_range`] reads them.
-pub const CODE_RANGE_VARIABLE: &str = "BREAKPOINTS_CODE_RANGE";
+const CODE_RANGE_VARIABLE: &str = "BREAKPOINTS_CODE_RANGE";
 
 /// The address and length of the code whose bounds the stepper wrote into `file`
 /// ([`CODE_RANGE_VARIABLE`]).
-pub fn code_range(file: &Path) -> Result<(u64, u64), String> {
+fn code_range(file: &Path) -> Result<(u64, u64), String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let bad = || {
         format!(

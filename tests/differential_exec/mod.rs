@@ -759,10 +759,10 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         }
     };
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
-    // What the shared library is linked with besides the object (aarch64's stepping:
-    // [`MERGED_TEXT_BOUNDS`]).
-    let mut library_sources: Vec<std::ffi::OsString> = Vec::new();
-    let step_sources: Vec<std::ffi::OsString> = match stepping {
+    // What the executable's harness is linked with to step, and what the shared library is
+    // linked with besides the object (aarch64's stepping: [`MERGED_TEXT_BOUNDS`]).
+    type Sources = Vec<std::ffi::OsString>;
+    let (step_sources, library_sources): (Sources, Sources) = match stepping {
         Some((Arch::Aarch64, _)) => {
             // The object's code in one output section, whose bounds the linker names: every
             // code section of the object (one per function with `--function-sections`,
@@ -777,13 +777,12 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             let bounds = dir.join("bounds.c");
             std::fs::write(&bounds, MERGED_TEXT_BOUNDS).map_err(|e| e.to_string())?;
             let bounds = bounds.into_os_string();
-            let bounds_in_executable = match config.output {
-                Output::SharedLibrary => {
-                    library_sources =
-                        vec!["-fPIC".into(), "-mbranch-protection=bti".into(), bounds];
-                    None
-                }
-                _ => Some(bounds),
+            let (bounds_in_executable, library_sources) = match config.output {
+                Output::SharedLibrary => (
+                    None,
+                    vec!["-fPIC".into(), "-mbranch-protection=bti".into(), bounds],
+                ),
+                _ => (Some(bounds), Vec::new()),
             };
             // The stepper maps the code writable to write its breakpoints, and guarded again
             // where branch protection is enforced.
@@ -797,18 +796,22 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                     .join(BREAKPOINTS_AARCH64)
                     .into(),
             ];
-            (guarded.into_iter().chain(sources))
+            let step_sources = (guarded.into_iter().chain(sources))
                 .chain(bounds_in_executable)
-                .collect()
+                .collect();
+            (step_sources, library_sources)
         }
-        Some((Arch::X86_64, _)) => vec![
-            "-DSINGLE_STEP_NO_CALLBACKS".into(),
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(SINGLE_STEP_LINUX)
-                .into(),
-        ],
-        Some((Arch::X86_64Windows, _)) => vec![windows_stepper()?.into()],
-        None => Vec::new(),
+        Some((Arch::X86_64, _)) => (
+            vec![
+                "-DSINGLE_STEP_NO_CALLBACKS".into(),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(SINGLE_STEP_LINUX)
+                    .into(),
+            ],
+            Vec::new(),
+        ),
+        Some((Arch::X86_64Windows, _)) => (vec![windows_stepper()?.into()], Vec::new()),
+        None => (Vec::new(), Vec::new()),
     };
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
     let exe = dir.join(match config.arch {
@@ -822,13 +825,15 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // executable from a start file with a landing pad; otherwise as it is.
     let (library_flags, executable_flags): (&[&str], Vec<std::ffi::OsString>) = match config.variant
     {
-        // On aarch64 the references to `__start_merged_text` keep no section alive
-        // (`-z start-stop-gc`): the stepped builds keep what the others do.
-        Variant::FunctionSections if config.arch == Arch::Aarch64 => (
-            &["-Wl,--gc-sections", "-Wl,-z,start-stop-gc"],
-            vec!["-Wl,--gc-sections".into(), "-Wl,-z,start-stop-gc".into()],
-        ),
-        Variant::FunctionSections => (&["-Wl,--gc-sections"], vec!["-Wl,--gc-sections".into()]),
+        Variant::FunctionSections => {
+            // On aarch64 the references to `__start_merged_text` keep no section alive
+            // (`-z start-stop-gc`): the stepped builds keep what the others do.
+            let flags: &[&str] = match config.arch {
+                Arch::Aarch64 => &["-Wl,--gc-sections", "-Wl,-z,start-stop-gc"],
+                Arch::X86_64 | Arch::X86_64Windows => &["-Wl,--gc-sections"],
+            };
+            (flags, flags.iter().map(Into::into).collect())
+        }
         _ if config.variant.guarded() => {
             let start = dir.join("start.S");
             std::fs::write(&start, START_WITH_LANDING_PAD).map_err(|e| e.to_string())?;
@@ -1025,16 +1030,8 @@ fn run_with_breakpoints(exe: &Path) -> Result<String, String> {
         cmd.args(["-L", "/usr/aarch64-linux-gnu"]);
         cmd
     };
-    let log = exe.with_extension("log");
-    let range = exe.with_extension("range");
-    let printed = command(
-        qemu()
-            .args(breakpoint_stops::log_options(&log))
-            .env(breakpoint_stops::CODE_RANGE_VARIABLE, &range)
-            .arg(exe),
-    )?;
-    let file = exe.with_extension("stops");
-    breakpoint_stops::write_stops(&log, breakpoint_stops::code_range(&range)?, &file)?;
+    let printed = command(breakpoint_stops::first_run(&mut qemu(), exe))?;
+    let file = breakpoint_stops::stops_from_first_run(exe)?;
     let stepped = command(qemu().arg(exe).arg(&file))?;
     if stepped != printed {
         return Err(format!(
