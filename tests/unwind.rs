@@ -60,6 +60,10 @@
 //!   of `%grow_*`'s thunks. The same
 //!   for the functions defined in a `JITModule` through the plugin in every mode, with
 //!   `Merged::jit_function_table`'s table registered by `RtlAddFunctionTable`.
+//! - `windows_x64_unwinds_through_tail_calls_at_every_instruction`: the same stepping
+//!   through `fixtures/unwind/tail_calls.clif`'s tail calls (to itself, to another function,
+//!   through an address, shrinking the stack arguments), objects and JIT, every mode: their
+//!   `pop rbp` and jump need `RUNTIME_FUNCTION`s of their own, which each object must have.
 //! - `panic_crosses_jit_frames`: the same functions defined in a `JITModule` through the
 //!   plugin (and through `emit_jit`) in every mode; an `extern "C-unwind"` Rust callback
 //!   panics under them and `catch_unwind` outside catches it. It runs in a child process,
@@ -872,13 +876,17 @@ fn stepped_entries() -> Vec<(String, bool)> {
 
 /// A `main` that steps through every entry, each entry's address written by `entry`,
 /// after `setup` (statements).
-fn single_step_main(setup: &str, entry: impl Fn(&str) -> String) -> String {
+fn single_step_main(
+    entries: &[(String, bool)],
+    setup: &str,
+    entry: impl Fn(&str) -> String,
+) -> String {
     let mut s = format!("int main(void) {{\n{setup}  start_stepping();\n");
-    for (name, msabi) in stepped_entries() {
+    for (name, msabi) in entries {
         s += &format!(
             "  step_through(\"{name}\", (const void *){}, {});\n",
-            entry(&name),
-            u8::from(msabi)
+            entry(name),
+            u8::from(*msabi)
         );
     }
     s + "  return 0;\n}\n"
@@ -1049,7 +1057,7 @@ fn windows_x64_unwinds_at_every_instruction() {
         let abi = if msabi { "MSABI" } else { "SYSV" };
         main += &format!("extern {abi} int64_t {name}(int64_t);\n");
     }
-    main += &single_step_main("", |name| name.to_string());
+    main += &single_step_main(&stepped_entries(), "", |name| name.to_string());
     let mut reference: Option<BTreeMap<String, String>> = None;
     for pic in [true, false] {
         for (i, (config, args)) in configurations().iter().enumerate() {
@@ -1083,7 +1091,7 @@ fn windows_x64_unwinds_at_every_instruction() {
         let main = format!(
             "{SINGLE_STEP_DECLARATIONS}{}{}",
             image.loader(true),
-            single_step_main("  load_image();\n", |entry| {
+            single_step_main(&stepped_entries(), "  load_image();\n", |entry| {
                 format!("0x{:x}ull", image.addresses[entry])
             })
         );
@@ -1095,6 +1103,150 @@ fn windows_x64_unwinds_at_every_instruction() {
             "{context}: stepped entries returned other values than unmerged objects"
         );
     }
+}
+
+/// The fixture of [`windows_x64_unwinds_through_tail_calls_at_every_instruction`].
+const TAIL_CALLS_FIXTURE: &str = "fixtures/unwind/tail_calls.clif";
+
+/// Windows' unwinder at Cranelift's tail calls (`fixtures/unwind/tail_calls.clif`, whose
+/// comment says which kinds): the fixture compiled for `x86_64-pc-windows-gnu` (frame
+/// pointers kept, which Cranelift's tail calls need) with PIC and without, in every
+/// configuration, and defined through the plugin in a JIT image in every mode; each entry
+/// stepped through under Wine as in [`windows_x64_unwinds_at_every_instruction`]. A tail
+/// call leaves through `pop rbp` and a jump that no unwinder takes for an epilogue's end,
+/// so only `RUNTIME_FUNCTION`s of their own make the steps there unwind
+/// ([`clif_merge::emit::unwind::windows_x64`]). Every step must reach the harness's call
+/// site, every object must give each tail call's `pop rbp` a range of one byte, and every
+/// entry must return what it returns unmerged.
+#[test]
+fn windows_x64_unwinds_through_tail_calls_at_every_instruction() {
+    const CC: &str = "x86_64-w64-mingw32-gcc";
+    if !have(CC) || !have("wine") {
+        eprintln!("skipping: needs {CC} (Debian: gcc-mingw-w64-x86-64) and wine (Debian: wine64)");
+        return;
+    }
+    if let Err(e) = wine::ready() {
+        panic!("Wine's prefix could not be made: {e}");
+    }
+    let dir = scratch("single-step-tail-calls");
+    let harness = single_step_harness(&dir);
+    let entries = entries_of(TAIL_CALLS_FIXTURE);
+    let frame_pointers = ["--set", "preserve_frame_pointers=true"];
+    let mut main = String::from(SINGLE_STEP_DECLARATIONS);
+    for (name, _) in &entries {
+        main += &format!("extern SYSV int64_t {name}(int64_t);\n");
+    }
+    main += &single_step_main(&entries, "", |name| name.to_string());
+    let mut reference: Option<BTreeMap<String, String>> = None;
+    for pic in [true, false] {
+        for (i, (config, args)) in configurations().iter().enumerate() {
+            let context = format!("x86_64-pc-windows-gnu, is_pic={pic}, {config}");
+            let obj = dir.join(format!("t{i}-{pic}.o"));
+            let triple = "x86_64-pc-windows-gnu";
+            clif_merge_fixture(TAIL_CALLS_FIXTURE, triple, pic, args, &frame_pointers, &obj);
+            let pops = one_byte_ranges_at_pop_rbp(&obj, &context);
+            assert!(
+                pops >= 4,
+                "{context}: {pops} tail calls' `pop rbp` with a RUNTIME_FUNCTION of their own"
+            );
+            let exe = dir.join(format!("tail{i}-{pic}.exe"));
+            let printed = run_single_step(&main, &harness, &[&obj], &exe, &context);
+            let values = tail_call_steps(&printed, &entries, &exe, &context);
+            let reference = reference.get_or_insert_with(|| values.clone());
+            assert_eq!(
+                reference, &values,
+                "{context}: stepped entries returned other values than unmerged"
+            );
+        }
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping the JIT: needs an x86_64 host");
+        return;
+    }
+    let reference = reference.expect("the objects ran");
+    let text = std::fs::read_to_string(root().join(TAIL_CALLS_FIXTURE)).unwrap();
+    for plugin in jit_configurations() {
+        let (mode, similar, clif_thunks) = plugin;
+        let name = format!("{mode:?}-{similar}-{clif_thunks}");
+        let context = format!("x86_64-pc-windows-gnu JIT, {name}");
+        let jit_dir = dir.join(format!("jit-{name}"));
+        std::fs::create_dir_all(&jit_dir).unwrap();
+        let funcs = cranelift_reader::parse_functions(&text).unwrap();
+        let settings = [("preserve_frame_pointers", "true")];
+        let image = windows_jit_image_of(&jit_dir, funcs, &settings, &entries, plugin, &context);
+        let main = format!(
+            "{SINGLE_STEP_DECLARATIONS}{}{}",
+            image.loader(true),
+            single_step_main(&entries, "  load_image();\n", |entry| {
+                format!("0x{:x}ull", image.addresses[entry])
+            })
+        );
+        let exe = jit_dir.join("step.exe");
+        let printed = run_single_step(&main, &harness, &[], &exe, &context);
+        let values = tail_call_steps(&printed, &entries, &exe, &context);
+        assert_eq!(
+            reference, values,
+            "{context}: stepped entries returned other values than unmerged objects"
+        );
+    }
+}
+
+/// How many `RUNTIME_FUNCTION`s of the Windows x64 object `obj` cover one byte, a
+/// `pop rbp` (0x5d) in `.text`: a tail call's (the entries' begin and end are `.text`
+/// offsets, the addends of relocations against its section symbol).
+fn one_byte_ranges_at_pop_rbp(obj: &Path, context: &str) -> usize {
+    let bytes = std::fs::read(obj).unwrap();
+    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+    let text = file.section_by_name(".text").unwrap().data().unwrap();
+    let pdata = file
+        .section_by_name(".pdata")
+        .unwrap_or_else(|| panic!("{context}: no .pdata"));
+    let data = pdata.data().unwrap();
+    let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+    let mut pops = 0;
+    for entry in data.chunks(12).enumerate().map(|(i, _)| 12 * i) {
+        let (begin, end) = (word(entry), word(entry + 4));
+        assert!(begin < end, "{context}: .pdata entry {begin:#x}..{end:#x}");
+        if end - begin == 1 {
+            assert_eq!(
+                text[begin], 0x5d,
+                "{context}: a one-byte range at {begin:#x}, not a `pop rbp`"
+            );
+            pops += 1;
+        }
+    }
+    pops
+}
+
+/// Check what the single-step harness printed for `entries` (each stepped through, no step
+/// that did not unwind, no epilogue left as Cranelift wrote it): each entry's value.
+fn tail_call_steps(
+    printed: &str,
+    entries: &[(String, bool)],
+    exe: &Path,
+    context: &str,
+) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    for line in printed.lines() {
+        // S steps, P pushes, E in epilogue windows, L at lea epilogues, W wrong [rip...]
+        let StepLine { name, value, words } = StepLine::of(line, context);
+        let number = |i| StepLine::number(&words, i, line, context);
+        let (steps, windows, wrong) = (number(0), number(4), number(12));
+        assert!(
+            steps > 0 && windows == 0 && wrong == 0,
+            "{context}: {name}: {steps} steps, {windows} in epilogue windows, {wrong} where \
+             the unwinder did not find its caller, at {} (disassemble {}):\n{printed}",
+            words.get(14..).map(|w| w.join(" ")).unwrap_or_default(),
+            exe.display()
+        );
+        values.insert(name.to_string(), value.to_string());
+    }
+    let names: std::collections::BTreeSet<&String> = entries.iter().map(|(n, _)| n).collect();
+    assert!(
+        values.keys().eq(names),
+        "{context}: the harness did not step through every entry:\n{printed}"
+    );
+    values
 }
 
 /// The harness of [`linux_x86_64_unwinds_at_every_instruction`].
@@ -1131,7 +1283,7 @@ fn linux_x86_64_unwinds_at_every_instruction() {
         let abi = if msabi { "MSABI" } else { "SYSV" };
         main += &format!("extern {abi} int64_t {name}(int64_t);\n");
     }
-    main += &single_step_main("", |name| name.to_string());
+    main += &single_step_main(&stepped_entries(), "", |name| name.to_string());
     let source = dir.join("main.c");
     std::fs::write(&source, &main).unwrap();
     let triple = "x86_64-unknown-linux-gnu";
@@ -1164,6 +1316,7 @@ fn linux_x86_64_unwinds_at_every_instruction() {
             "{SINGLE_STEP_DECLARATIONS}void skip_unwinding(const void *, const void *);\n{}{}",
             image.loader(),
             single_step_main(
+                &stepped_entries(),
                 &format!(
                     "  load_image();\n  register_image_frames();\n  \
                      skip_unwinding((void *)0x{:x}ull, (void *)0x{:x}ull);\n",
@@ -2084,12 +2237,33 @@ fn windows_jit_image(
     clif_thunks: bool,
     context: &str,
 ) -> WindowsJitImage {
-    let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
-    let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "false".into())]).unwrap();
-    let (region, mut module) = image_module(isa, &X86_64_IMAGE_IMPORTS);
     let mut funcs = windows_functions();
     let fastcall = std::fs::read_to_string(root().join(FASTCALL_FIXTURE)).unwrap();
     funcs.extend(cranelift_reader::parse_functions(&fastcall).unwrap());
+    let plugin = (mode, similar, clif_thunks);
+    windows_jit_image_of(dir, funcs, &[], &harness_entries(true), plugin, context)
+}
+
+/// `funcs` defined through the plugin (merge mode, merge-similar, CLIF thunks) in a
+/// `JITModule` for `x86_64-pc-windows-gnu` (no PIC, and the Cranelift `settings`), written
+/// out as an image into `dir`, with the function table the plugin gives for it and the
+/// addresses of `entries`.
+fn windows_jit_image_of(
+    dir: &Path,
+    funcs: Vec<Function>,
+    settings: &[(&str, &str)],
+    entries: &[(String, bool)],
+    (mode, similar, clif_thunks): (MergeMode, bool, bool),
+    context: &str,
+) -> WindowsJitImage {
+    let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
+    let settings: Vec<(String, String)> = [("is_pic", "false")]
+        .iter()
+        .chain(settings)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let isa = clif_merge::build_isa(&target, &settings).unwrap();
+    let (region, mut module) = image_module(isa, &X86_64_IMAGE_IMPORTS);
     let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
     module.finalize_definitions().unwrap();
     let table = merged
@@ -2097,7 +2271,7 @@ fn windows_jit_image(
         .unwrap()
         .unwrap_or_else(|| panic!("{context}: no function table"));
     assert!(!table.functions.is_empty(), "{context}: an empty table");
-    let (image, addresses) = write_image(dir, &region, module, &ids, &harness_entries(true));
+    let (image, addresses) = write_image(dir, &region, module, &ids, entries);
     WindowsJitImage {
         image,
         base: region.base(),

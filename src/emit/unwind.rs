@@ -22,7 +22,9 @@
 //!   an `UNWIND_INFO` in `.xdata`, written by [`windows_x64`] from the prologue Cranelift
 //!   describes (Cranelift's own `UnwindInfo::WindowsX64` says wrongly where callee-saved
 //!   registers are), and a `RUNTIME_FUNCTION` in `.pdata` (begin, end, unwind data, as
-//!   image-relative `ADDR32NB` relocations). Windows
+//!   image-relative `ADDR32NB` relocations); a function with tail calls gets one per range
+//!   around each tail call's `pop rbp` and jump, which no unwinder knows as an epilogue
+//!   ([`windows_x64::WindowsFrame::ranges`]). Windows
 //!   on arm64 (`WindowsArm64`) is not written; Mach-O is not written either (its
 //!   pc-relative relocations need subtractor pairs, which cranelift-object does not write
 //!   for `.eh_frame` either).
@@ -98,7 +100,7 @@ use gimli::write::{
     RelocateWriter, Relocation, RelocationTarget,
 };
 
-use super::epilogues::Rules;
+use super::epilogues::{Epilogues, Rules};
 use super::EmitError;
 use crate::target::isa_flag;
 use windows_jit::WindowsFunctionTable;
@@ -139,9 +141,10 @@ pub enum FrameInfo {
     /// apart) and the rules of its epilogues, which Cranelift's do not describe
     /// ([`super::epilogues`]), to add to its FDE.
     Compiled(UnwindInfo, CallConv, Rules),
-    /// A Windows x64 `UNWIND_INFO`, written by [`windows_x64`] from the prologue Cranelift
-    /// compiled (Cranelift's own says wrongly where callee-saved registers are).
-    WindowsX64(Vec<u8>),
+    /// Windows x64 unwind information, written by [`windows_x64`] from the prologue
+    /// Cranelift compiled (Cranelift's own says wrongly where callee-saved registers are),
+    /// with the tail calls its `RUNTIME_FUNCTION`s go around.
+    WindowsX64(windows_x64::WindowsFrame),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
     Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
@@ -166,7 +169,7 @@ impl FrameInfo {
         code: &cranelift_codegen::CompiledCode,
         isa: &dyn TargetIsa,
         call_conv: CallConv,
-        epilogues: Rules,
+        epilogues: Epilogues,
     ) -> Result<Option<Self>, String> {
         let info = code
             .create_unwind_info(isa)
@@ -174,10 +177,10 @@ impl FrameInfo {
         Ok(match info {
             None => None,
             Some(UnwindInfo::WindowsX64(_)) => Some(FrameInfo::WindowsX64(
-                windows_x64::unwind_info(&code.buffer.unwind_info)
+                windows_x64::WindowsFrame::new(&code.buffer.unwind_info, epilogues.tail_calls)
                     .map_err(|e| format!("Windows x64 unwind information: {e}"))?,
             )),
-            Some(info) => Some(FrameInfo::Compiled(info, call_conv, epilogues)),
+            Some(info) => Some(FrameInfo::Compiled(info, call_conv, epilogues.rules)),
         })
     }
 }
@@ -264,12 +267,12 @@ impl Frames {
         }
     }
 
-    /// The entries with a Windows x64 `UNWIND_INFO`: id, code length, the `UNWIND_INFO`.
-    fn windows_x64(&self) -> impl Iterator<Item = (FuncId, u32, &[u8])> {
+    /// The entries with Windows x64 unwind information: id, code length, the information.
+    fn windows_x64(&self) -> impl Iterator<Item = (FuncId, u32, &windows_x64::WindowsFrame)> {
         self.entries
             .iter()
             .filter_map(|(id, len, info)| match info {
-                FrameInfo::WindowsX64(w) => Some((*id, *len, &w[..])),
+                FrameInfo::WindowsX64(w) => Some((*id, *len, w)),
                 FrameInfo::Compiled(..) | FrameInfo::Written(_) => None,
             })
     }
@@ -378,8 +381,9 @@ impl Frames {
         Ok(())
     }
 
-    /// Windows x64: `.xdata` (one `UNWIND_INFO` each) and `.pdata` (one `RUNTIME_FUNCTION`
-    /// each).
+    /// Windows x64: `.xdata` (each function's `UNWIND_INFO`s, [`windows_x64::Xdata`]) and
+    /// `.pdata` (a `RUNTIME_FUNCTION` per range of each function: one, unless it has tail
+    /// calls).
     fn write_pdata(
         &self,
         object: &mut Object<'static>,
@@ -389,32 +393,35 @@ impl Frames {
         if windows.is_empty() {
             return Ok(());
         }
+        let layout = windows_x64::Xdata::of(windows.iter().map(|&(_, len, frame)| (len, frame)));
         let xdata = object.add_section(Vec::new(), b".xdata".to_vec(), SectionKind::ReadOnlyData);
         let pdata = object.add_section(Vec::new(), b".pdata".to_vec(), SectionKind::ReadOnlyData);
+        object.append_section_data(xdata, &layout.bytes, 4);
         let xdata_symbol = object.section_symbol(xdata);
         let addr32nb = RelocationFlags::Coff {
             typ: cranelift_object::object::pe::IMAGE_REL_AMD64_ADDR32NB,
         };
-        for (id, len, info) in windows {
-            let unwind_offset = object.append_section_data(xdata, info, 4);
-            let entry = object.append_section_data(pdata, &[0u8; 12], 4);
-            let (symbol, offset) = section_relative(object, symbol_of(id))?;
-            for (field, symbol, addend) in [
-                (0, symbol, offset),
-                (4, symbol, offset + i64::from(len)),
-                (8, xdata_symbol, unwind_offset as i64),
-            ] {
-                object
-                    .add_relocation(
-                        pdata,
-                        ObjectRelocation {
-                            offset: entry + field,
-                            symbol,
-                            addend,
-                            flags: addr32nb,
-                        },
-                    )
-                    .map_err(|e| EmitError::Object(format!(".pdata relocation: {e}")))?;
+        for ((id, _, _), ranges) in windows.iter().zip(&layout.functions) {
+            let (symbol, offset) = section_relative(object, symbol_of(*id))?;
+            for (range, info) in ranges {
+                let entry = object.append_section_data(pdata, &[0u8; 12], 4);
+                for (field, symbol, addend) in [
+                    (0, symbol, offset + i64::from(range.begin)),
+                    (4, symbol, offset + i64::from(range.end)),
+                    (8, xdata_symbol, i64::from(*info)),
+                ] {
+                    object
+                        .add_relocation(
+                            pdata,
+                            ObjectRelocation {
+                                offset: entry + field,
+                                symbol,
+                                addend,
+                                flags: addr32nb,
+                            },
+                        )
+                        .map_err(|e| EmitError::Object(format!(".pdata relocation: {e}")))?;
+                }
             }
         }
         Ok(())

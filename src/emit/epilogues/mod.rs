@@ -11,7 +11,9 @@
 //!
 //! - [`x86_64`]: each epilogue gets GCC's rules in its FDE, and on Windows (whose
 //!   unwinder does not know Cranelift's epilogue by its code) it is rewritten, in the same
-//!   bytes, into a form Windows' unwinder runs forward.
+//!   bytes, into a form Windows' unwinder runs forward; a tail call's, which ends in a jump
+//!   no unwinder knows, gets `RUNTIME_FUNCTION`s of its own
+//!   ([`super::unwind::windows_x64`]).
 //! - [`aarch64`]: each epilogue gets GCC's rules in its FDE, the state of a signed return
 //!   address included.
 //!
@@ -28,6 +30,8 @@ pub mod aarch64;
 pub mod x86_64;
 
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+
+use super::unwind::windows_x64::TailCall;
 use cranelift_codegen::settings::{self, Configurable};
 use target_lexicon::{Architecture, OperatingSystem};
 
@@ -76,21 +80,40 @@ pub fn compiling_isa(isa: &dyn TargetIsa) -> Result<Option<OwnedTargetIsa>, Stri
         .map_err(|e| format!("the target {}: {e}", isa.triple()))
 }
 
+/// What a function's unwind information needs of its epilogues.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Epilogues {
+    /// The rules its FDE adds for them (System V targets).
+    pub rules: Rules,
+    /// Its tail calls' epilogues, which its `RUNTIME_FUNCTION`s go around (Windows x64).
+    pub tail_calls: Vec<TailCall>,
+}
+
 /// The epilogues of `code`, one function's machine code that `isa` compiled (its blocks
-/// starting at `block_starts`): rewritten in place where Windows needs it, and the rules
-/// its FDE adds for them. None without unwind information.
-pub fn for_unwinding(isa: &dyn TargetIsa, code: &mut [u8], block_starts: &[u32]) -> Rules {
+/// starting at `block_starts`): rewritten in place where Windows needs it, and what its
+/// unwind information needs of them. None without unwind information.
+pub fn for_unwinding(isa: &dyn TargetIsa, code: &mut [u8], block_starts: &[u32]) -> Epilogues {
     if !applies_to(isa) || !isa.flags().unwind_info() {
-        return Rules::new();
+        return Epilogues::default();
     }
     match isa.triple().architecture {
         Architecture::X86_64 => {
             let epilogues = x86_64::epilogues(code, block_starts);
             if isa.triple().operating_system == OperatingSystem::Windows {
                 x86_64::rewrite_for_windows(code, &epilogues);
+                return Epilogues {
+                    rules: Rules::new(),
+                    tail_calls: x86_64::tail_calls(&epilogues),
+                };
             }
-            x86_64::cfi(&epilogues, code.len() as u32)
+            Epilogues {
+                rules: x86_64::cfi(&epilogues, code.len() as u32),
+                tail_calls: Vec::new(),
+            }
         }
-        _ => aarch64::cfi(code, block_starts),
+        _ => Epilogues {
+            rules: aarch64::cfi(code, block_starts),
+            tail_calls: Vec::new(),
+        },
     }
 }

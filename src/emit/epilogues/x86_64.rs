@@ -39,11 +39,12 @@
 //! surely are instructions (see [`super`]), and an epilogue a jump enters anywhere but at
 //! its start is left alone.
 //!
-//! What this does not mend on Windows: a `tail`-convention tail call that shrinks its
-//! stack argument area moves the return address between `pop rbp` and its jump, and a
-//! Windows epilogue may hold nothing but pops before it, so stopped at that call's `lea`
-//! the unwinder still reads the body's codes (as it did at the `mov`). `tests/unwind.rs`
-//! checks every other step under Wine, and every step on Linux with libgcc's unwinder.
+//! A tail call's epilogue ends in `jmp r10` (after moving the return address up, when the
+//! callee takes fewer stack arguments), which Windows' unwinder takes for an epilogue's
+//! end only with REX.W, and Wine 8's not at all: [`tail_calls`] gives where their `pop rbp`
+//! and jump are, which get `RUNTIME_FUNCTION`s of their own
+//! ([`crate::emit::unwind::windows_x64::WindowsFrame::ranges`]). `tests/unwind.rs` checks
+//! every step under Wine, and every step on Linux with libgcc's unwinder.
 //!
 //! On the corpora (Windows x64, `--merge-similar`) every such epilogue is rewritten and
 //! nothing else changes (zstd 358, re2 1,830, sqlite 2,802). Recording the block starts and
@@ -52,6 +53,7 @@
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
 
 use super::Rules;
+use crate::emit::unwind::windows_x64::TailCall;
 
 /// `lea rsp, [rbp+0]`.
 const LEA_RSP_RBP: [u8; 4] = [0x48, 0x8d, 0x65, 0x00];
@@ -71,6 +73,8 @@ pub struct Epilogue {
     pub popped: usize,
     /// Just after its `ret` or jump.
     pub end: usize,
+    /// Whether it ends in a jump (a tail call) rather than a `ret`.
+    pub jumps: bool,
 }
 
 impl Epilogue {
@@ -122,6 +126,19 @@ pub fn cfi(epilogues: &[Epilogue], len: u32) -> Rules {
         }
     }
     rules
+}
+
+/// The tail calls among `epilogues`: those that end in a jump, by where their `pop rbp` is
+/// and where they end, for Windows x64's unwind ranges.
+pub fn tail_calls(epilogues: &[Epilogue]) -> Vec<TailCall> {
+    epilogues
+        .iter()
+        .filter(|e| e.jumps)
+        .map(|e| TailCall {
+            pop: (e.popped - 1) as u32,
+            end: e.end as u32,
+        })
+        .collect()
 }
 
 /// Rewrite, in `code`, the `add rsp, N` and `mov rsp, rbp` of each of its `epilogues`
@@ -216,6 +233,7 @@ pub fn epilogues(code: &[u8], block_starts: &[u32]) -> Vec<Epilogue> {
                             frame_freed: at,
                             popped,
                             end: instruction.next_ip() as usize,
+                            jumps: flow != FlowControl::Return,
                         });
                         Seen::Nothing
                     }
@@ -294,7 +312,8 @@ mod tests {
                 add: Some(0),
                 frame_freed: 4,
                 popped: 8,
-                end: 9
+                end: 9,
+                jumps: false
             }]
         );
         // Without an add, and a tail call's moves between `pop rbp` and its jump.
@@ -307,7 +326,8 @@ mod tests {
                 add: None,
                 frame_freed: 0,
                 popped: 4,
-                end: 13
+                end: 13,
+                jumps: true
             }]
         );
         // No `pop rbp` after the `mov`: no epilogue.

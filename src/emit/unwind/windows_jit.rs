@@ -17,6 +17,7 @@
 use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Module};
 
+use super::windows_x64::Xdata;
 use super::Frames;
 use crate::emit::EmitError;
 
@@ -38,8 +39,9 @@ pub struct RuntimeFunction {
 pub struct WindowsFunctionTable {
     /// The address every offset is from: the lowest of the code and its unwind information.
     pub base: u64,
-    /// One entry per function with a frame, sorted by address (Windows searches the
-    /// table by bisection).
+    /// One entry per range of each function with a frame (one range, unless it has tail
+    /// calls: [`super::windows_x64::WindowsFrame::ranges`]), sorted by address (Windows
+    /// searches the table by bisection).
     pub functions: Vec<RuntimeFunction>,
 }
 
@@ -49,8 +51,9 @@ pub struct WindowsFunctionTable {
 pub struct JitUnwindData {
     /// The data object holding every `UNWIND_INFO`.
     data: DataId,
-    /// Each function: its id, its code's length, its `UNWIND_INFO`'s offset in the data.
-    functions: Vec<(FuncId, u32, u32)>,
+    /// Each range of each function: the function's id, where the range begins and ends
+    /// in its code, its `UNWIND_INFO`'s offset in the data.
+    ranges: Vec<(FuncId, u32, u32, u32)>,
 }
 
 impl JitUnwindData {
@@ -59,17 +62,20 @@ impl JitUnwindData {
     /// function with a frame, or `unwind_info` off). Call it before the module is
     /// finalized.
     pub fn define<M: Module>(frames: &Frames, module: &mut M) -> Result<Option<Self>, EmitError> {
-        let mut bytes = Vec::new();
-        let mut functions = Vec::new();
-        for (id, len, info) in frames.windows_x64() {
-            // Windows reads an `UNWIND_INFO` at a 4-byte boundary.
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
-            functions.push((id, len, bytes.len() as u32));
-            bytes.extend_from_slice(info);
-        }
-        if functions.is_empty() {
+        let windows: Vec<_> = frames.windows_x64().collect();
+        if windows.is_empty() {
             return Ok(None);
         }
+        let layout = Xdata::of(windows.iter().map(|&(_, len, frame)| (len, frame)));
+        let ranges = windows
+            .iter()
+            .zip(&layout.functions)
+            .flat_map(|(&(id, _, _), ranges)| {
+                ranges
+                    .iter()
+                    .map(move |(range, info)| (id, range.begin, range.end, *info))
+            })
+            .collect();
         let module_error = |context: &str| {
             let context = context.to_string();
             move |source| EmitError::Module {
@@ -81,12 +87,12 @@ impl JitUnwindData {
             .declare_anonymous_data(false, false)
             .map_err(module_error("declaring the Windows unwind information"))?;
         let mut description = DataDescription::new();
-        description.define(bytes.into_boxed_slice());
+        description.define(layout.bytes.into_boxed_slice());
         description.set_align(4);
         module
             .define_data(data, &description)
             .map_err(module_error("defining the Windows unwind information"))?;
-        Ok(Some(Self { data, functions }))
+        Ok(Some(Self { data, ranges }))
     }
 
     /// The function table of the code in `module`, once it is finalized, from the addresses
@@ -107,14 +113,17 @@ impl JitUnwindData {
         unwind_data: *const u8,
     ) -> Result<WindowsFunctionTable, EmitError> {
         let unwind_data = unwind_data as u64;
-        let code: Vec<(u64, u32, u32)> = self
-            .functions
+        let code: Vec<(u64, u64, u32)> = self
+            .ranges
             .iter()
-            .map(|&(id, len, info)| (address_of(id) as u64, len, info))
+            .map(|&(id, begin, end, info)| {
+                let start = address_of(id) as u64;
+                (start + u64::from(begin), start + u64::from(end), info)
+            })
             .collect();
         let base = code
             .iter()
-            .map(|&(start, _, _)| start)
+            .map(|&(begin, _, _)| begin)
             .fold(unwind_data, u64::min);
         let offset = |address: u64| {
             u32::try_from(address - base).map_err(|_| {
@@ -126,10 +135,10 @@ impl JitUnwindData {
         };
         let mut functions = code
             .iter()
-            .map(|&(start, len, info)| {
+            .map(|&(begin, end, info)| {
                 Ok(RuntimeFunction {
-                    begin: offset(start)?,
-                    end: offset(start + u64::from(len))?,
+                    begin: offset(begin)?,
+                    end: offset(end)?,
                     unwind_info: offset(unwind_data + u64::from(info))?,
                 })
             })
@@ -143,10 +152,14 @@ impl JitUnwindData {
 mod tests {
     use super::*;
 
+    /// Functions by id, code length and `UNWIND_INFO` offset, each one range.
     fn data(functions: Vec<(FuncId, u32, u32)>) -> JitUnwindData {
         JitUnwindData {
             data: DataId::from_u32(0),
-            functions,
+            ranges: functions
+                .into_iter()
+                .map(|(id, len, info)| (id, 0, len, info))
+                .collect(),
         }
     }
 
