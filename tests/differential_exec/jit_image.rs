@@ -9,6 +9,11 @@
 //! addresses of imported functions are the loader's. Imports resolve to stubs in the
 //! region's first page that the loader fills with its own C library's functions, so an
 //! import the loader does not know is an error here, not a crash there.
+//!
+//! The Windows loader registers the function table of the merger's unwind information
+//! (`Merged::jit_function_table`) with `RtlAddFunctionTable`, and the harness steps through
+//! one entry's first call in eight with the trap flag, unwinding at every instruction with
+//! Windows' own unwinder, as an executable's harness does.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,8 +23,8 @@ use clif_merge::TargetInfo;
 
 use super::jit_region::{self, Loader, Region};
 use super::{
-    c_harness, command, outcome, parse_results, timed, wine, Arch, Config, Entries, Program,
-    Results,
+    c_harness, command, outcome, parse_results, timed, windows_stepper, wine, Arch, Config,
+    Entries, Program, Results, STEP_LIMIT,
 };
 
 /// Build `program` as `config` (an aarch64 or Windows JIT configuration) into an image,
@@ -32,7 +37,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     let base = region.base();
     let unknown: Arc<Mutex<Vec<String>>> = Arc::default();
     let missing = unknown.clone();
-    let (module, address) = super::jit::build_for(program, config, &target, |builder| {
+    let (module, address, table) = super::jit::build_for(program, config, &target, |builder| {
         builder.memory_provider(region.provider());
         builder.symbol_lookup_fn(Box::new(move |name| {
             Some(stub_address(base, name).unwrap_or_else(|| {
@@ -59,9 +64,22 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             guarded: config.variant.guarded(),
         },
         Arch::X86_64Windows => Loader::WindowsX64 {
-            function_table: None,
+            function_table: table.as_ref(),
         },
         Arch::X86_64 => unreachable!("x86_64 Linux JIT code runs in a child process"),
+    };
+    // Windows builds register the merger's function table, and their harness steps
+    // through entries as an executable's does ([`super::c_harness`]): the same harness
+    // for every build, stepping nothing (-1) where there is no table (Cranelift's own
+    // reference build, `NoUnwindInfo`), so that entries that read their frame see the
+    // same stack in each.
+    let stepping = match config.arch {
+        Arch::X86_64Windows => Some((config.arch, if table.is_some() { STEP_LIMIT } else { -1 })),
+        Arch::Aarch64 | Arch::X86_64 => None,
+    };
+    let stepper = match stepping {
+        Some(_) => Some(windows_stepper()?),
+        None => None,
     };
     let entries = Entries::Image {
         path: &image,
@@ -71,7 +89,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
         loader,
     };
     let harness = dir.join("harness.c");
-    std::fs::write(&harness, c_harness(program, &entries, None)).map_err(|e| e.to_string())?;
+    std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
     let exe = dir.join(match config.arch {
         Arch::X86_64Windows => "run.exe",
         Arch::X86_64 | Arch::Aarch64 => "run",
@@ -81,6 +99,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             .args(["-O1", "-fno-omit-frame-pointer", "-o"])
             .arg(&exe)
             .arg(&harness)
+            .args(&stepper)
             .arg("-lm"),
     )?;
     let stdout = match config.arch {

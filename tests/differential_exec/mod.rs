@@ -747,7 +747,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // DLL) stops at every instruction of each entry's first call, x86_64's with the trap
     // flag (unwound by libgcc, or under Wine by Windows' own unwinder), aarch64's at
     // breakpoints (with its code guarded where branch protection is enforced, and with a
-    // section per function).
+    // section per function). Windows JIT images step too ([`jit_image::run`]).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
         _ => STEP_LIMIT,
@@ -1360,6 +1360,7 @@ pub fn keep_failure(
 /// program and configuration travel in a file of the scratch directory ([`write_job`]).
 pub mod jit {
     use super::*;
+    use clif_merge::emit::unwind::windows_jit::WindowsFunctionTable;
     use clif_merge::merge::similar::SimilarOptions;
     use clif_merge::plugin::FunctionMerger;
     use clif_merge::{EmitOptions, MergeMode, MergeOptions, TargetInfo};
@@ -1403,7 +1404,7 @@ pub mod jit {
     /// Build `program` as `config` with the plugin, in this process: the address of
     /// every entry. The module's code stays mapped until the process (the child) ends.
     fn build(program: &Program, config: Config) -> Result<Vec<*const u8>, String> {
-        let (module, address) = build_for(program, config, &TargetInfo::host(), |builder| {
+        let (module, address, _) = build_for(program, config, &TargetInfo::host(), |builder| {
             // The libcalls the fixtures call by name, as an embedder provides them.
             builder.symbol("ceilf", ceilf as *const u8);
             builder.symbol("floor", floor as *const u8);
@@ -1413,14 +1414,16 @@ pub mod jit {
     }
 
     /// Build `program` as `config` with the plugin into a JIT module for `target`, its
-    /// builder set up by `setup` (imports, memory): the finalized module and the address
-    /// of every entry.
+    /// builder set up by `setup` (imports, memory): the finalized module, the address of
+    /// every entry, and for Windows x64 the function table of the merger's unwind
+    /// information (`Merged::jit_function_table`; none for Cranelift's own reference
+    /// build, which has none).
     pub fn build_for(
         program: &Program,
         config: Config,
         target: &TargetInfo,
         setup: impl FnOnce(&mut JITBuilder),
-    ) -> Result<(JITModule, Vec<*const u8>), String> {
+    ) -> Result<(JITModule, Vec<*const u8>, Option<WindowsFunctionTable>), String> {
         let mut settings = vec![
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
@@ -1491,13 +1494,14 @@ pub mod jit {
             }
             bodies.push((ids[&name], func));
         }
-        if config.is_reference() {
+        let merged = if config.is_reference() {
             for (id, func) in bodies {
                 let mut ctx = cranelift_codegen::Context::for_function(func);
                 module
                     .define_function(id, &mut ctx)
                     .map_err(|e| format!("{e:?}"))?;
             }
+            None
         } else {
             let mode = match config.mode {
                 Mode::Disabled => MergeMode::Disabled,
@@ -1537,14 +1541,21 @@ pub mod jit {
             let name = |n: &str| UserFuncName::user(0, ids[n].as_u32()).to_string();
             constant_swaps_share_a_body(program, config, merged.similar.as_ref(), name)?;
             vector_twins_merge_by_alignment(program, config, merged.similar.as_ref(), name)?;
-        }
+            Some(merged)
+        };
         module.finalize_definitions().map_err(|e| e.to_string())?;
         let address: Vec<*const u8> = program
             .entries
             .iter()
             .map(|e| module.get_finalized_function(ids[&e.name]))
             .collect();
-        Ok((module, address))
+        let table = match &merged {
+            Some(merged) => merged
+                .jit_function_table(&module)
+                .map_err(|e| e.to_string())?,
+            None => None,
+        };
+        Ok((module, address, table))
     }
 
     /// Call every entry of `program` (built at `address`) on its inputs; `record` gets

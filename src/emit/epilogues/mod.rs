@@ -30,10 +30,10 @@ pub mod aarch64;
 pub mod x86_64;
 
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
-
-use super::unwind::windows_x64::TailCall;
 use cranelift_codegen::settings::{self, Configurable};
 use target_lexicon::{Architecture, OperatingSystem};
+
+use super::unwind::windows_x64::TailCall;
 
 /// Rules an FDE adds to Cranelift's for a function's epilogues, by offset into its code,
 /// in order.

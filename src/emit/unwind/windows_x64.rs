@@ -126,7 +126,9 @@ const RETURN_ADDRESS_ON_TOP: [u8; 4] = [1, 0, 0, 0];
 /// slot keeps it until `rsp` moves up to the new one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TailCall {
+    /// Where its `pop rbp` is.
     pub pop: u32,
+    /// Just past its jump.
     pub end: u32,
 }
 
@@ -147,8 +149,11 @@ pub enum Unwound {
 /// One range of a function's code (offsets into it) with its own `RUNTIME_FUNCTION`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Range {
+    /// Its first byte.
     pub begin: u32,
+    /// Just past its last byte.
     pub end: u32,
+    /// What its `UNWIND_INFO` says.
     pub unwound: Unwound,
 }
 
