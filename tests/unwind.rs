@@ -179,6 +179,19 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether MinGW-w64's `compiler` (Debian package `package`) and Wine are here, with
+/// Wine's prefix made; without them a Windows test is skipped, saying so.
+fn mingw_and_wine(compiler: &str, package: &str) -> bool {
+    if !have(compiler) || !have("wine") {
+        eprintln!("skipping: needs {compiler} (Debian: {package}) and wine (Debian: wine64)");
+        return false;
+    }
+    if let Err(e) = wine::ready() {
+        panic!("Wine's prefix could not be made: {e}");
+    }
+    true
+}
+
 struct Arch {
     triple: &'static str,
     cxx: &'static str,
@@ -764,12 +777,8 @@ fn windows_functions() -> Vec<Function> {
 #[test]
 fn cxx_exceptions_cross_windows_x64_code() {
     const CXX: &str = "x86_64-w64-mingw32-g++";
-    if !have(CXX) || !have("wine") {
-        eprintln!("skipping: needs {CXX} (Debian: g++-mingw-w64-x86-64) and wine (Debian: wine64)");
+    if !mingw_and_wine(CXX, "g++-mingw-w64-x86-64") {
         return;
-    }
-    if let Err(e) = wine::ready() {
-        panic!("Wine's prefix could not be made: {e}");
     }
     let dir = scratch("cxx-windows");
     let fixture = windows_fixture(&dir);
@@ -1042,12 +1051,8 @@ fn check_stepped(
 #[test]
 fn windows_x64_unwinds_at_every_instruction() {
     const CC: &str = "x86_64-w64-mingw32-gcc";
-    if !have(CC) || !have("wine") {
-        eprintln!("skipping: needs {CC} (Debian: gcc-mingw-w64-x86-64) and wine (Debian: wine64)");
+    if !mingw_and_wine(CC, "gcc-mingw-w64-x86-64") {
         return;
-    }
-    if let Err(e) = wine::ready() {
-        panic!("Wine's prefix could not be made: {e}");
     }
     let dir = scratch("single-step-windows");
     let harness = single_step_harness(&dir);
@@ -1121,12 +1126,8 @@ const TAIL_CALLS_FIXTURE: &str = "fixtures/unwind/tail_calls.clif";
 #[test]
 fn windows_x64_unwinds_through_tail_calls_at_every_instruction() {
     const CC: &str = "x86_64-w64-mingw32-gcc";
-    if !have(CC) || !have("wine") {
-        eprintln!("skipping: needs {CC} (Debian: gcc-mingw-w64-x86-64) and wine (Debian: wine64)");
+    if !mingw_and_wine(CC, "gcc-mingw-w64-x86-64") {
         return;
-    }
-    if let Err(e) = wine::ready() {
-        panic!("Wine's prefix could not be made: {e}");
     }
     let dir = scratch("single-step-tail-calls");
     let harness = single_step_harness(&dir);
@@ -2291,12 +2292,12 @@ fn windows_jit_image_of(
 #[test]
 fn cxx_exceptions_cross_windows_x64_jit_code() {
     const CXX: &str = "x86_64-w64-mingw32-g++";
-    if !cfg!(target_arch = "x86_64") || !have(CXX) || !have("wine") {
-        eprintln!("skipping: needs an x86_64 host, {CXX} (Debian: g++-mingw-w64-x86-64) and wine (Debian: wine64)");
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping: needs an x86_64 host");
         return;
     }
-    if let Err(e) = wine::ready() {
-        panic!("Wine's prefix could not be made: {e}");
+    if !mingw_and_wine(CXX, "g++-mingw-w64-x86-64") {
+        return;
     }
     let dir = scratch("windows-jit");
     let entries = harness_entries(true);
