@@ -19,8 +19,10 @@
 //! addresses of the same functions. Odd seeds build with `opt_level=speed` (where alias
 //! regions and memory flags are taken at their word), even seeds without optimization.
 //! Each executable's and shared library's harness (PIC code with its PLT; on Windows DLLs,
-//! PIC executables and JIT images, their function table registered, too) also stops at
-//! every instruction of each entry's first call and unwinds from there: Linux x86_64 with the trap flag and libgcc
+//! PIC executables and JIT images, their function table registered, too; the host's JIT
+//! child, its frames registered with the plugin's `Merged::register_jit_frames`) also stops
+//! at every instruction of each entry's first call and unwinds from there: Linux x86_64 with
+//! the trap flag and libgcc
 //! (`fixtures/unwind/single_step_linux.c`), Windows x64 under Wine with the trap flag and
 //! `RtlVirtualUnwind` (one entry in eight, `fixtures/unwind/single_step_windows.c`), aarch64
 //! at breakpoints under qemu and libgcc (one entry in eight,

@@ -1319,7 +1319,7 @@ fn linux_x86_64_unwinds_at_every_instruction() {
             single_step_main(
                 &stepped_entries(),
                 &format!(
-                    "  load_image();\n  register_image_frames();\n  \
+                    "  load_image();\n  \
                      skip_unwinding((void *)0x{:x}ull, (void *)0x{:x}ull);\n",
                     image.base,
                     image.code().0
@@ -1553,7 +1553,7 @@ fn linux_aarch64_unwinds_at_every_instruction() {
             "{BREAKPOINTS_DECLARATIONS}{}{}",
             image.loader(),
             breakpoints_main(
-                "  load_image();\n  register_image_frames();\n",
+                "  load_image();\n",
                 &format!("0x{:x}ull", image.code().0),
                 &format!("0x{:x}ull", image.code().0 + image.code().1),
                 |entry| format!("0x{:x}ull", image.addresses[entry])
@@ -1923,8 +1923,8 @@ const IMAGE_IMPORTS: [(&str, &str); 1] = [("cb", "&cb")];
 /// C loader needs.
 struct LinuxJitImage {
     image: PathBuf,
-    eh_frame: PathBuf,
-    eh_frame_len: usize,
+    /// The `.eh_frame` the plugin gives for it (`Merged::jit_eh_frame`).
+    eh_frame: Vec<u8>,
     base: usize,
     len: usize,
     /// Each entry's address.
@@ -1964,10 +1964,9 @@ impl LinuxJitImage {
             (mode, similar, clif_thunks),
             settings,
         );
-        let eh_frame = std::fs::read(&image.eh_frame).unwrap();
         let signs = settings.contains(&"sign_return_address=true");
         assert_eq!(
-            ra_state_forms(&eh_frame),
+            ra_state_forms(&image.eh_frame),
             (signs, false),
             "{context}: (DW_CFA_AARCH64_negate_ra_state, DW_CFA_val_expression of \
              RA_SIGN_STATE) in the JIT's .eh_frame"
@@ -2026,12 +2025,9 @@ impl LinuxJitImage {
         let eh_frame = merged.jit_eh_frame(&module).unwrap();
         assert!(!eh_frame.is_empty(), "{triple}: no .eh_frame");
         let (image, addresses) = write_image(dir, &region, module, &ids, entries);
-        let frames = dir.join("eh_frame.bin");
-        std::fs::write(&frames, &eh_frame).unwrap();
         LinuxJitImage {
             image,
-            eh_frame: frames,
-            eh_frame_len: eh_frame.len(),
+            eh_frame,
             base: region.base(),
             len: region.used(),
             addresses,
@@ -2039,32 +2035,24 @@ impl LinuxJitImage {
         }
     }
 
-    /// C (or C++) that defines `load_image()`, which maps the image where the JIT put it,
-    /// and `register_image_frames()`, which registers its frames with the program's own
-    /// libgcc.
+    /// C (or C++) that defines `load_image()`, which maps the image where the JIT put it
+    /// and registers its frames with the program's own libgcc.
     fn loader(&self) -> String {
         let mut s = String::from("#include <stdint.h>\n#include <stdio.h>\n");
+        let eh_frame = Some(&self.eh_frame[..]);
         s += &jit_region::loader_c(
             &self.image,
             self.base,
             self.len,
             Self::imports(self.aarch64),
             &if self.aarch64 {
-                jit_region::Loader::LinuxAarch64 { guarded: false }
+                jit_region::Loader::LinuxAarch64 {
+                    guarded: false,
+                    eh_frame,
+                }
             } else {
-                jit_region::Loader::LinuxX86_64
+                jit_region::Loader::LinuxX86_64 { eh_frame }
             },
-        );
-        s += &format!(
-            "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid __register_frame(void *);\n\
-             static void register_image_frames(void) {{\n\
-             \x20 static uint64_t frames[{}];\n  FILE *f = fopen(\"{}\", \"rb\");\n\
-             \x20 if (!f || fread(frames, 1, {}, f) != {}) {{ perror(\"the .eh_frame\"); exit(3); }}\n\
-             \x20 fclose(f);\n  __register_frame(frames);\n}}\n",
-            self.eh_frame_len.div_ceil(8),
-            self.eh_frame.display(),
-            self.eh_frame_len,
-            self.eh_frame_len
         );
         s
     }
@@ -2093,7 +2081,7 @@ fn aarch64_jit_output(
     let image = LinuxJitImage::aarch64(dir, mode, similar, clif_thunks, settings, &context);
     let mut source = harness_prelude();
     source += &image.loader();
-    source += "int main() {\n  load_image();\n  register_image_frames();\n";
+    source += "int main() {\n  load_image();\n";
     source += &harness_checks(&entries(), |name, narrow| {
         let param = if narrow { "int32_t" } else { "int64_t" };
         format!("((int64_t (*)({param}))0x{:x}ull)", image.addresses[name])

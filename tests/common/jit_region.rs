@@ -148,12 +148,17 @@ pub enum Loader<'a> {
     /// aarch64 Linux, under qemu. With `guarded`, everything after the stubs' page (the
     /// code cranelift-jit wrote for aarch64 with `use_bti`) is mapped guarded
     /// (`PROT_BTI`): an indirect branch into it that lands anywhere but a landing pad is an
-    /// illegal instruction.
-    LinuxAarch64 { guarded: bool },
+    /// illegal instruction. `eh_frame` (the plugin's `Merged::jit_eh_frame`), if any, is
+    /// registered with the loader's libgcc (`__register_frame`), as a JIT registers its
+    /// code's frames.
+    LinuxAarch64 {
+        guarded: bool,
+        eh_frame: Option<&'a [u8]>,
+    },
     /// x86_64 Linux, natively (`tests/unwind.rs`; the differential tests run x86_64 Linux
-    /// JIT code in their own process).
+    /// JIT code in their own process), its `eh_frame` registered as aarch64's is.
     #[allow(dead_code)]
-    LinuxX86_64,
+    LinuxX86_64 { eh_frame: Option<&'a [u8]> },
     /// x86_64 Windows, under Wine: the image's function table (the plugin's
     /// `Merged::jit_function_table`), if any, is registered with `RtlAddFunctionTable`,
     /// as a Windows JIT registers its code's.
@@ -198,9 +203,26 @@ pub fn loader_c(
 ) -> String {
     let mut s = String::from("#include <math.h>\n#include <string.h>\n#include <stdlib.h>\n");
     s.push_str(match loader {
-        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => "#include <sys/mman.h>\n",
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 { .. } => "#include <sys/mman.h>\n",
         Loader::WindowsX64 { .. } => WINDOWS_DECLARATIONS,
     });
+    let eh_frame = match loader {
+        Loader::LinuxAarch64 { eh_frame, .. } | Loader::LinuxX86_64 { eh_frame } => *eh_frame,
+        Loader::WindowsX64 { .. } => None,
+    };
+    if let Some(eh_frame) = eh_frame {
+        // `__register_frame` takes the section's first word, 8-byte aligned.
+        s.push_str(
+            "#ifdef __cplusplus\nextern \"C\"\n#endif\nvoid __register_frame(void *);\n\
+             static uint64_t EH_FRAME[] = {\n",
+        );
+        for word in eh_frame.chunks(8) {
+            let mut bytes = [0u8; 8];
+            bytes[..word.len()].copy_from_slice(word);
+            s.push_str(&format!("  0x{:x}ull,\n", u64::from_le_bytes(bytes)));
+        }
+        s.push_str("};\n");
+    }
     if let Loader::WindowsX64 {
         function_table: Some(table),
     } = loader
@@ -219,7 +241,7 @@ pub fn loader_c(
         "  void *want = (void *)0x{base:x}ull;\n  size_t len = {len}u;\n  size_t mapped = (len + 65535) & ~(size_t)65535;\n"
     ));
     s.push_str(match loader {
-        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => {
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 { .. } => {
             "  void *p = mmap(want, mapped, PROT_READ | PROT_WRITE, \
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);\n\
              \x20 if (p != want) { perror(\"mmap of the JIT image\"); exit(3); }\n"
@@ -244,22 +266,26 @@ pub fn loader_c(
                 "    static const uint32_t code[2] = {0x58000050u, 0xd61f0200u}; memcpy(stub, code, 8); memcpy(stub + 8, &to, 8); }\n"
             }
             // jmp [rip + 0]; .quad to
-            Loader::WindowsX64 { .. } | Loader::LinuxX86_64 => {
+            Loader::WindowsX64 { .. } | Loader::LinuxX86_64 { .. } => {
                 "    static const unsigned char code[6] = {0xff, 0x25, 0, 0, 0, 0}; memcpy(stub, code, 6); memcpy(stub + 6, &to, 8); }\n"
             }
         });
     }
     match loader {
-        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 => {
+        Loader::LinuxAarch64 { .. } | Loader::LinuxX86_64 { .. } => {
             s.push_str(
                 "  if (mprotect(p, mapped, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) { perror(\"mprotect\"); exit(3); }\n",
             );
-            if let Loader::LinuxAarch64 { guarded: true } = loader {
+            if let Loader::LinuxAarch64 { guarded: true, .. } = loader {
                 s.push_str(&format!(
                     "  if (mprotect((char *)p + {STUB_PAGE}, mapped - {STUB_PAGE}, PROT_READ | PROT_WRITE | PROT_EXEC | PROT_BTI) != 0) {{ perror(\"mprotect with PROT_BTI\"); exit(3); }}\n"
                 ));
             }
-            s.push_str("  __builtin___clear_cache((char *)p, (char *)p + len);\n}\n");
+            s.push_str("  __builtin___clear_cache((char *)p, (char *)p + len);\n");
+            if eh_frame.is_some() {
+                s.push_str("  __register_frame(EH_FRAME);\n");
+            }
+            s.push_str("}\n");
         }
         Loader::WindowsX64 { function_table } => {
             s.push_str(

@@ -10,10 +10,12 @@
 //! region's first page that the loader fills with its own C library's functions, so an
 //! import the loader does not know is an error here, not a crash there.
 //!
-//! The Windows loader registers the function table of the merger's unwind information
-//! (`Merged::jit_function_table`) with `RtlAddFunctionTable`, and the harness steps through
-//! one entry's first call in eight with the trap flag, unwinding at every instruction with
-//! Windows' own unwinder, as an executable's harness does.
+//! The loader registers the merger's unwind information, as a JIT registers its code's:
+//! on Windows the function table (`Merged::jit_function_table`) with
+//! `RtlAddFunctionTable`, on aarch64 the `.eh_frame` (`Merged::jit_eh_frame`) with its
+//! libgcc. The harness then stops at every instruction of one entry's first call in eight
+//! and unwinds from there, as an executable's harness does: on Windows with the trap flag
+//! and Windows' own unwinder, on aarch64 at breakpoints with libgcc.
 
 use std::path::Path;
 use std::process::Command;
@@ -23,8 +25,8 @@ use clif_merge::TargetInfo;
 
 use super::jit_region::{self, Loader, Region};
 use super::{
-    c_harness, command, outcome, parse_results, timed, windows_stepper, wine, Arch, Config,
-    Entries, Program, Results, STEP_LIMIT,
+    breakpoint_stepper, c_harness, command, outcome, parse_results, run_with_breakpoints, timed,
+    windows_stepper, wine, Arch, Config, Entries, Program, Results, STEP_LIMIT,
 };
 
 /// Build `program` as `config` (an aarch64 or Windows JIT configuration) into an image,
@@ -37,7 +39,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     let base = region.base();
     let unknown: Arc<Mutex<Vec<String>>> = Arc::default();
     let missing = unknown.clone();
-    let (module, address, table) = super::jit::build_for(program, config, &target, |builder| {
+    let (module, address, merged) = super::jit::build_for(program, config, &target, |builder| {
         builder.memory_provider(region.provider());
         builder.symbol_lookup_fn(Box::new(move |name| {
             Some(stub_address(base, name).unwrap_or_else(|| {
@@ -46,6 +48,25 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             }) as *const u8)
         }));
     })?;
+    // The unwind information the merger gives, for the loader to register: Windows' function
+    // table, or aarch64's `.eh_frame` (none for Cranelift's own reference build).
+    let (table, eh_frame) = match (&merged, config.arch) {
+        (Some(merged), Arch::X86_64Windows) => (
+            merged
+                .jit_function_table(&module)
+                .map_err(|e| e.to_string())?,
+            Vec::new(),
+        ),
+        (Some(merged), Arch::Aarch64) => (
+            None,
+            merged.jit_eh_frame(&module).map_err(|e| e.to_string())?,
+        ),
+        (None, _) | (Some(_), Arch::X86_64) => (None, Vec::new()),
+    };
+    let registers = table.is_some() || !eh_frame.is_empty();
+    if !registers && super::jit::has_unwind_info(config) {
+        return Err(format!("{config:?}: the plugin gave no unwind information"));
+    }
     drop(module);
     let unknown = unknown.lock().unwrap();
     if !unknown.is_empty() {
@@ -62,24 +83,24 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     let loader = match config.arch {
         Arch::Aarch64 => Loader::LinuxAarch64 {
             guarded: config.variant.guarded(),
+            eh_frame: (!eh_frame.is_empty()).then_some(&eh_frame[..]),
         },
         Arch::X86_64Windows => Loader::WindowsX64 {
             function_table: table.as_ref(),
         },
         Arch::X86_64 => unreachable!("x86_64 Linux JIT code runs in a child process"),
     };
-    // Windows builds register the merger's function table, and their harness steps
-    // through entries as an executable's does ([`super::c_harness`]): the same harness
-    // for every build, stepping nothing (-1) where there is no table (Cranelift's own
+    // The loader registers the merger's unwind information, and the harness steps through
+    // entries as an executable's does ([`super::c_harness`]): the same harness for every
+    // build, stepping nothing (-1) where there is none to register (Cranelift's own
     // reference build, `NoUnwindInfo`), so that entries that read their frame see the
     // same stack in each.
-    let stepping = match config.arch {
-        Arch::X86_64Windows => Some((config.arch, if table.is_some() { STEP_LIMIT } else { -1 })),
-        Arch::Aarch64 | Arch::X86_64 => None,
-    };
-    let stepper = match stepping {
-        Some(_) => Some(windows_stepper()?),
-        None => None,
+    let limit = if registers { STEP_LIMIT } else { -1 };
+    let stepping = Some((config.arch, limit));
+    let stepper: Vec<std::ffi::OsString> = match config.arch {
+        Arch::X86_64Windows => vec![windows_stepper()?.into()],
+        Arch::Aarch64 => breakpoint_stepper(config),
+        Arch::X86_64 => unreachable!("x86_64 Linux JIT code runs in a child process"),
     };
     let entries = Entries::Image {
         path: &image,
@@ -107,6 +128,8 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
             let (cmd, out) = wine::run(&exe, || timed("wine")).map_err(|e| format!("wine: {e}"))?;
             outcome(&cmd, out)?
         }
+        // Stopped at breakpoints: a first run finds the instructions to stop at.
+        Arch::Aarch64 if limit >= 0 => run_with_breakpoints(&exe)?,
         Arch::X86_64 | Arch::Aarch64 => command(
             timed("qemu-aarch64")
                 .args(["-L", "/usr/aarch64-linux-gnu"])

@@ -7,7 +7,9 @@
 //! cross toolchain), and for x86_64 Windows with PIC and without, each linked into an
 //! executable by MinGW-w64's gcc and run under Wine ([`wine`]); and cranelift-jit through the backend
 //! plugin, on the host in a child process of the test binary ([`jit`], so that JIT code
-//! that crashes fails its configuration instead of ending the test process), and for
+//! that crashes fails its configuration instead of ending the test process; on an x86_64
+//! Linux host the child registers the code's frames as an embedder does and steps through
+//! each entry's first call as an executable's harness does), and for
 //! aarch64 and Windows as an image run under qemu or Wine ([`jit_image`]); every run of generated code
 //! is under a timeout (120 s, `CLIF_MERGE_DIFF_TIMEOUT`), so code a merge fault makes loop
 //! forever fails its configuration instead of hanging the test. Each is built with
@@ -747,7 +749,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // DLL) stops at every instruction of each entry's first call, x86_64's with the trap
     // flag (unwound by libgcc, or under Wine by Windows' own unwinder), aarch64's at
     // breakpoints (with its code guarded where branch protection is enforced, and with a
-    // section per function). Windows JIT images step too ([`jit_image::run`]).
+    // section per function). Windows JIT images step too ([`jit_image::run`]), and so does
+    // the host's JIT child on x86_64 Linux ([`jit`]).
     let limit = match config.variant {
         Variant::NoUnwindInfo => -1,
         _ => STEP_LIMIT,
@@ -784,19 +787,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 ),
                 _ => (Some(bounds), Vec::new()),
             };
-            // The stepper maps the code writable to write its breakpoints, and guarded again
-            // where branch protection is enforced.
-            let guarded = config
-                .variant
-                .guarded()
-                .then(|| "-DBREAKPOINTS_GUARDED".into());
-            let sources = [
-                "-DBREAKPOINTS_NO_CALLBACKS".into(),
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join(BREAKPOINTS_AARCH64)
-                    .into(),
-            ];
-            let step_sources = (guarded.into_iter().chain(sources))
+            let step_sources = breakpoint_stepper(config)
+                .into_iter()
                 .chain(bounds_in_executable)
                 .collect();
             (step_sources, library_sources)
@@ -992,32 +984,76 @@ const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 /// `stepping`): Windows' own unwinder (`RtlVirtualUnwind`, under Wine) at every instruction.
 const SINGLE_STEP_WINDOWS: &str = "fixtures/unwind/single_step_windows.c";
 
-/// [`SINGLE_STEP_WINDOWS`] compiled, once per test process: `<windows.h>` takes most of a
-/// second to compile, which every Windows build would otherwise spend again. Written under
-/// a name of the process's own, then renamed, so that test processes running at once never
-/// link one that another is writing.
+/// [`SINGLE_STEP_WINDOWS`] compiled, once per test process ([`compiled_once`]):
+/// `<windows.h>` takes most of a second to compile, which every Windows build would
+/// otherwise spend again.
 fn windows_stepper() -> Result<PathBuf, String> {
     static OBJECT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     OBJECT
         .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-            let written = dir.join(format!("single_step_windows-{}.o", std::process::id()));
-            command(
-                Command::new(Arch::X86_64Windows.cc())
-                    .args(["-O1", "-c", "-DSINGLE_STEP_NO_CALLBACKS", "-o"])
-                    .arg(&written)
-                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SINGLE_STEP_WINDOWS)),
-            )?;
-            let object = dir.join("single_step_windows.o");
-            std::fs::rename(&written, &object).map_err(|e| format!("{}: {e}", object.display()))?;
-            Ok(object)
+            compiled_once("single_step_windows.o", |output| {
+                let mut cmd = Command::new(Arch::X86_64Windows.cc());
+                cmd.args(["-O1", "-c", "-DSINGLE_STEP_NO_CALLBACKS", "-o"])
+                    .arg(output)
+                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SINGLE_STEP_WINDOWS));
+                cmd
+            })
         })
         .clone()
+}
+
+/// [`SINGLE_STEP_LINUX`] compiled into a shared library, once per test process, for the
+/// host's JIT child to load ([`jit`]'s `Stepper`): its calls stepped through with the trap
+/// flag and unwound by this process's libgcc, through the frames the merger registered.
+fn linux_jit_stepper() -> Result<PathBuf, String> {
+    static LIBRARY: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    LIBRARY
+        .get_or_init(|| {
+            compiled_once("single_step_linux.so", |output| {
+                let mut cmd = Command::new("cc");
+                cmd.args(["-O1", "-Wall", "-Werror", "-shared", "-fPIC"])
+                    .arg("-DSINGLE_STEP_NO_CALLBACKS")
+                    .arg("-o")
+                    .arg(output)
+                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SINGLE_STEP_LINUX));
+                cmd
+            })
+        })
+        .clone()
+}
+
+/// `name` in the test target's scratch directory, written by the command `compile` gives
+/// for an output path: under a name of this process's own, then renamed, so that test
+/// processes running at once never use one that another is writing.
+fn compiled_once(name: &str, compile: impl FnOnce(&Path) -> Command) -> Result<PathBuf, String> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let written = dir.join(format!("{}-{name}", std::process::id()));
+    command(&mut compile(&written))?;
+    let output = dir.join(name);
+    std::fs::rename(&written, &output).map_err(|e| format!("{}: {e}", output.display()))?;
+    Ok(output)
 }
 
 /// The breakpoint stepper that aarch64 Linux executables' and shared libraries' harnesses
 /// link ([`c_harness`]'s `stepping`), run under qemu by [`run_with_breakpoints`].
 const BREAKPOINTS_AARCH64: &str = "fixtures/unwind/breakpoints_aarch64.c";
+
+/// What an aarch64 harness is compiled with to stop at breakpoints in `config`'s code:
+/// [`BREAKPOINTS_AARCH64`], which maps the code writable to write its breakpoints, and
+/// guarded again where branch protection is enforced.
+fn breakpoint_stepper(config: Config) -> Vec<std::ffi::OsString> {
+    let guarded = config
+        .variant
+        .guarded()
+        .then(|| "-DBREAKPOINTS_GUARDED".into());
+    let sources = [
+        "-DBREAKPOINTS_NO_CALLBACKS".into(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(BREAKPOINTS_AARCH64)
+            .into(),
+    ];
+    guarded.into_iter().chain(sources).collect()
+}
 
 /// Run the aarch64 executable `exe` (its harness linked with [`BREAKPOINTS_AARCH64`]) under
 /// qemu twice: first as it is, with qemu logging the instructions that run
@@ -1129,6 +1165,17 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
             ..
         } => {
             s.push_str(&jit_image::loader_c(path, *base, *len, loader));
+            if let Some((Arch::Aarch64, _)) = stepping {
+                // The code cranelift-jit wrote: the image after its page of import stubs
+                // (the loader's stand-ins for a linker's, which have no FDE).
+                let _ = writeln!(
+                    s,
+                    "uint32_t *const merged_text_bounds[2] = {{(uint32_t *)0x{:x}ull, \
+                     (uint32_t *)0x{:x}ull}};",
+                    base + jit_region::STUB_PAGE,
+                    base + len
+                );
+            }
         }
     }
     if !matches!(entries, Entries::Imported) {
@@ -1170,9 +1217,9 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
             "\n  step_end();",
             match arch {
                 Arch::Aarch64 => {
-                    "start_stepping(argc, argv, merged_text_bounds[0], merged_text_bounds[1]);\n  "
+                    "start_stepping(argc, argv, merged_text_bounds[0], merged_text_bounds[1]);\n"
                 }
-                Arch::X86_64 | Arch::X86_64Windows => "start_stepping();\n  ",
+                Arch::X86_64 | Arch::X86_64Windows => "start_stepping();\n",
             },
             "\n  if (step_limit >= 0 && !step_totals(stderr)) return 5;",
             "first_call = k == 0 && in->e % step_every == 0;\n    ",
@@ -1200,7 +1247,8 @@ int main(int argc, char **argv) {{
   (void)argv;
   /* Line by line: a call that crashes is the one after the last line printed. */
   setvbuf(stdout, NULL, _IOLBF, 0);
-  {start}load_image();
+  load_image();
+  {start}
   unsigned n = sizeof INPUTS / sizeof INPUTS[0];
   unsigned seen[NSYMS] = {{0}};
   for (unsigned i = 0; i < n; i++) {{
@@ -1358,11 +1406,16 @@ pub fn keep_failure(
 /// and writes its results to a file, a line per call as each returns; a child killed by a
 /// signal is one failed configuration, and the harness goes on with the others. The
 /// program and configuration travel in a file of the scratch directory ([`write_job`]).
+///
+/// The child registers the merged code's frames with its own libgcc
+/// (`Merged::register_jit_frames`), as an embedder does, and on an x86_64 Linux host loads
+/// the trap-flag stepper ([`Stepper`]) to stop at every instruction of each entry's first
+/// call and unwind from there: a sampling profiler or debugger in the embedder's process
+/// must find the caller of JIT code wherever it stops it.
 pub mod jit {
     use super::*;
-    use clif_merge::emit::unwind::windows_jit::WindowsFunctionTable;
     use clif_merge::merge::similar::SimilarOptions;
-    use clif_merge::plugin::FunctionMerger;
+    use clif_merge::plugin::{FunctionMerger, Merged};
     use clif_merge::{EmitOptions, MergeMode, MergeOptions, TargetInfo};
     use cranelift_codegen::ir::{ExternalName, GlobalValueData, UserExternalName, UserFuncName};
     use cranelift_jit::{JITBuilder, JITModule};
@@ -1378,14 +1431,29 @@ pub mod jit {
         x.floor()
     }
 
+    /// Call `f` on `a`, `b` and a block of memory; with `stepping`, through the stepper
+    /// up to that many steps (-1: none; the same code runs whatever the limit, so that
+    /// entries that read their frame see the same stack in every build).
     #[inline(never)]
-    fn call_entry(f: EntryFn, a: i64, b: i64, flags: u32) -> (i64, u64) {
+    fn call_entry(
+        f: EntryFn,
+        a: i64,
+        b: i64,
+        flags: u32,
+        stepping: Option<(&Stepper, i64)>,
+    ) -> (i64, u64) {
         let mut mem = [0u64; 32];
         for (i, m) in mem.iter_mut().enumerate() {
             *m = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1);
         }
         let base = mem.as_mut_ptr();
+        if let Some((stepper, limit)) = stepping {
+            stepper.begin(f as *const u8, limit);
+        }
         let r = f(a, b, std::hint::black_box(base) as i64);
+        if let Some((stepper, _)) = stepping {
+            stepper.end();
+        }
         let mut mem = std::hint::black_box(mem);
         if flags & flags::READS_RETURN_ADDRESS != 0 {
             mem[31] = mem[31].wrapping_sub(call_entry as *const () as u64);
@@ -1401,29 +1469,50 @@ pub mod jit {
         (r, h)
     }
 
-    /// Build `program` as `config` with the plugin, in this process: the address of
-    /// every entry. The module's code stays mapped until the process (the child) ends.
-    fn build(program: &Program, config: Config) -> Result<Vec<*const u8>, String> {
-        let (module, address, _) = build_for(program, config, &TargetInfo::host(), |builder| {
-            // The libcalls the fixtures call by name, as an embedder provides them.
-            builder.symbol("ceilf", ceilf as *const u8);
-            builder.symbol("floor", floor as *const u8);
-        })?;
+    /// Build `program` as `config` with the plugin, in this process, and register its
+    /// frames with this process's unwinder (`Merged::register_jit_frames`), as an
+    /// embedder does: the address of every entry, and whether frames were registered.
+    /// The module's code and its frames stay until the process (the child) ends.
+    fn build(program: &Program, config: Config) -> Result<(Vec<*const u8>, bool), String> {
+        let (module, address, merged) =
+            build_for(program, config, &TargetInfo::host(), |builder| {
+                // The libcalls the fixtures call by name, as an embedder provides them.
+                builder.symbol("ceilf", ceilf as *const u8);
+                builder.symbol("floor", floor as *const u8);
+            })?;
+        let registered = match &merged {
+            Some(merged) => {
+                let frames = merged
+                    .register_jit_frames(&module)
+                    .map_err(|e| e.to_string())?;
+                let registered = frames.registrations() > 0;
+                std::mem::forget(frames);
+                registered
+            }
+            None => false,
+        };
+        if !registered && has_unwind_info(config) {
+            return Err(format!("{config:?}: no frames were registered"));
+        }
         std::mem::forget(module);
-        Ok(address)
+        Ok((address, registered))
+    }
+
+    /// Whether the merger gives `config`'s code unwind information: every merged build but
+    /// [`Variant::NoUnwindInfo`]'s (Cranelift's own reference build has none).
+    pub fn has_unwind_info(config: Config) -> bool {
+        !config.is_reference() && config.variant != Variant::NoUnwindInfo
     }
 
     /// Build `program` as `config` with the plugin into a JIT module for `target`, its
     /// builder set up by `setup` (imports, memory): the finalized module, the address of
-    /// every entry, and for Windows x64 the function table of the merger's unwind
-    /// information (`Merged::jit_function_table`; none for Cranelift's own reference
-    /// build, which has none).
+    /// every entry, and what the plugin gave (none for Cranelift's own reference build).
     pub fn build_for(
         program: &Program,
         config: Config,
         target: &TargetInfo,
         setup: impl FnOnce(&mut JITBuilder),
-    ) -> Result<(JITModule, Vec<*const u8>, Option<WindowsFunctionTable>), String> {
+    ) -> Result<(JITModule, Vec<*const u8>, Option<Merged>), String> {
         let mut settings = vec![
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".into(), "true".into()),
@@ -1549,22 +1638,19 @@ pub mod jit {
             .iter()
             .map(|e| module.get_finalized_function(ids[&e.name]))
             .collect();
-        let table = match &merged {
-            Some(merged) => merged
-                .jit_function_table(&module)
-                .map_err(|e| e.to_string())?,
-            None => None,
-        };
-        Ok((module, address, table))
+        Ok((module, address, merged))
     }
 
     /// Call every entry of `program` (built at `address`) on its inputs; `record` gets
     /// each call's result line (as [`parse_results`] reads them) as soon as it returns.
     /// With `fault`, call number `fault.call` jumps to address 8 instead of its entry.
+    /// With `stepping`, every call goes through the stepper, and each entry's first call
+    /// is stepped through up to that many steps (-1: none).
     fn call_all(
         program: &Program,
         address: &[*const u8],
         fault: Option<Fault>,
+        stepping: Option<(&Stepper, i64)>,
         record: &mut dyn FnMut(&str),
     ) {
         let mut seen = vec![0usize; program.entries.len()];
@@ -1580,7 +1666,9 @@ pub mod jit {
             };
             let f: EntryFn = unsafe { std::mem::transmute(code) };
             let flags = program.entries[e].flags;
-            let (r, h) = call_entry(f, value(a), value(b), flags);
+            let stepping =
+                stepping.map(|(stepper, limit)| (stepper, if seen[e] == 0 { limit } else { -1 }));
+            let (r, h) = call_entry(f, value(a), value(b), flags, stepping);
             let shown = if flags & flags::ADDRESS_RESULT != 0 {
                 let mut s = String::from("@");
                 for (i, &p) in address.iter().enumerate() {
@@ -1629,8 +1717,14 @@ pub mod jit {
         for stale in [RESULTS, ERROR] {
             let _ = std::fs::remove_file(dir.join(stale));
         }
-        std::fs::write(dir.join(JOB), write_job(program, config, fault))
-            .map_err(|e| e.to_string())?;
+        // On an x86_64 Linux host the child steps through the code.
+        let stepper = if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+            Some(linux_jit_stepper()?)
+        } else {
+            None
+        };
+        let job = write_job(program, config, fault, stepper.as_deref());
+        std::fs::write(dir.join(JOB), job).map_err(|e| e.to_string())?;
         let out = child::run_hidden_test(&child_test_name(), CHILD_DIR, dir, |exe| timed(exe))?;
         let results = std::fs::read_to_string(dir.join(RESULTS)).ok();
         if !out.status.success() {
@@ -1663,18 +1757,26 @@ pub mod jit {
         child::test_name(module_path!(), "child")
     }
 
-    /// The job file: `mode`, `similar`, `variant`, `fault` (when planted), `setting NAME=VALUE`,
-    /// `linkage GLOB LINKAGE`, `entry NAME FLAGS`, `swaps NAME...` (the members of a
-    /// constant-swap family) and `input ENTRY A B` lines (an argument `iVALUE` or
-    /// `@ENTRY`, an entry's address) in the program's order, then `clif` and the
-    /// module's text.
-    fn write_job(program: &Program, config: Config, fault: Option<Fault>) -> String {
+    /// The job file: `mode`, `similar`, `variant`, `fault` (when planted), `stepper PATH`
+    /// (the stepper to load, if any), `setting NAME=VALUE`, `linkage GLOB LINKAGE`, `entry
+    /// NAME FLAGS`, `swaps NAME...` (the members of a constant-swap family) and `input
+    /// ENTRY A B` lines (an argument `iVALUE` or `@ENTRY`, an entry's address) in the
+    /// program's order, then `clif` and the module's text.
+    fn write_job(
+        program: &Program,
+        config: Config,
+        fault: Option<Fault>,
+        stepper: Option<&Path>,
+    ) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "mode {}", config.mode.flag());
         let _ = writeln!(s, "similar {}", config.similar);
         let _ = writeln!(s, "variant {}", config.variant.name());
         if let Some(fault) = fault {
             let _ = writeln!(s, "fault {}", fault.call);
+        }
+        if let Some(stepper) = stepper {
+            let _ = writeln!(s, "stepper {}", stepper.display());
         }
         for setting in &program.settings {
             let _ = writeln!(s, "setting {setting}");
@@ -1700,8 +1802,16 @@ pub mod jit {
         s
     }
 
-    /// The program, configuration and fault of a job file ([`write_job`]).
-    fn read_job(text: &str) -> (Program, Config, Option<Fault>) {
+    /// What a job file says ([`write_job`]).
+    struct Job {
+        program: Program,
+        config: Config,
+        fault: Option<Fault>,
+        stepper: Option<PathBuf>,
+    }
+
+    /// The job of a job file ([`write_job`]).
+    fn read_job(text: &str) -> Job {
         let mut program = program_from_fixture("");
         let mut config = Config {
             arch: if cfg!(target_arch = "aarch64") {
@@ -1715,6 +1825,7 @@ pub mod jit {
             variant: Variant::Plain,
         };
         let mut fault = None;
+        let mut stepper = None;
         let (head, clif) = text
             .split_once("\nclif\n")
             .expect("a job ends in its module");
@@ -1724,6 +1835,10 @@ pub mod jit {
             None => Arg::Int(s.strip_prefix('i').unwrap().parse().unwrap()),
         };
         for line in head.lines() {
+            if let Some(path) = line.strip_prefix("stepper ") {
+                stepper = Some(PathBuf::from(path));
+                continue;
+            }
             let words: Vec<&str> = line.split(' ').collect();
             match words[..] {
                 ["mode", m] => {
@@ -1754,7 +1869,12 @@ pub mod jit {
                 _ => panic!("bad job line {line:?}"),
             }
         }
-        (program, config, fault)
+        Job {
+            program,
+            config,
+            fault,
+            stepper,
+        }
     }
 
     /// Not a test: the child process of [`run_in_child`], which starts it with the job's
@@ -1767,15 +1887,128 @@ pub mod jit {
             return;
         };
         let job = std::fs::read_to_string(dir.join(JOB)).unwrap();
-        let (program, config, fault) = read_job(&job);
-        let address = match build(&program, config) {
-            Ok(address) => address,
-            Err(e) => return std::fs::write(dir.join(ERROR), e).unwrap(),
+        let Job {
+            program,
+            config,
+            fault,
+            stepper,
+        } = read_job(&job);
+        let fail = |e: String| std::fs::write(dir.join(ERROR), e).unwrap();
+        let (address, registered) = match build(&program, config) {
+            Ok(built) => built,
+            Err(e) => return fail(e),
         };
+        let stepper = match stepper.map(|path| Stepper::load(&path)).transpose() {
+            Ok(stepper) => stepper,
+            Err(e) => return fail(e),
+        };
+        // Steps are unwound where frames were registered; the other builds run the same
+        // code without stepping.
+        let limit = if registered { STEP_LIMIT } else { -1 };
         // Created once built (no file: none was made).
         let mut results = child::Results::create(&dir.join(RESULTS));
-        call_all(&program, &address, fault, &mut |line| results.record(line));
+        let stepping = stepper.as_ref().map(|stepper| (stepper, limit));
+        call_all(&program, &address, fault, stepping, &mut |line| {
+            results.record(line)
+        });
         results.end();
+        if let (Some(stepper), true) = (&stepper, registered) {
+            if let Err(e) = stepper.totals(&dir.join(STEPS)) {
+                fail(format!("{config:?}, stepped through in the JIT child: {e}"));
+            }
+        }
+    }
+
+    /// The stepped calls' totals, as the stepper wrote them.
+    const STEPS: &str = "jit-steps";
+
+    /// [`SINGLE_STEP_LINUX`] loaded into the child ([`linux_jit_stepper`]): the entries'
+    /// calls run with the trap flag, and each step is unwound by this process's libgcc
+    /// through the frames the merger registered, as a sampling profiler or a debugger
+    /// unwinds an embedder's JIT code. It stays loaded until the child ends.
+    struct Stepper {
+        begin: StepBegin,
+        end: StepEnd,
+        totals: StepTotals,
+    }
+
+    /// The stepper's functions (`fixtures/unwind/single_step_linux.c`, `step_totals.h`).
+    type StartStepping = unsafe extern "C" fn();
+    type StepBegin = unsafe extern "C" fn(*const u8, libc::c_int, libc::c_long);
+    type StepEnd = unsafe extern "C" fn();
+    type StepTotals = unsafe extern "C" fn(*mut libc::FILE) -> libc::c_int;
+
+    impl Stepper {
+        /// Load the stepper at `path` and install its SIGTRAP handler.
+        fn load(path: &Path) -> Result<Stepper, String> {
+            use std::os::unix::ffi::OsStrExt;
+            let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            // SAFETY: the library is the stepper, whose only initialisation is its own.
+            let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW) };
+            if handle.is_null() {
+                return Err(format!("{}: dlopen failed", path.display()));
+            }
+            let symbol = |name: &std::ffi::CStr| {
+                // SAFETY: `handle` is open, `name` a C string.
+                let address = unsafe { libc::dlsym(handle, name.as_ptr()) };
+                match address.is_null() {
+                    true => Err(format!("{}: no {name:?}", path.display())),
+                    false => Ok(address),
+                }
+            };
+            type Symbol = *mut libc::c_void;
+            // SAFETY: the stepper's functions have these C signatures.
+            unsafe {
+                let start =
+                    std::mem::transmute::<Symbol, StartStepping>(symbol(c"start_stepping")?);
+                start();
+                Ok(Stepper {
+                    begin: std::mem::transmute::<Symbol, StepBegin>(symbol(c"step_begin")?),
+                    end: std::mem::transmute::<Symbol, StepEnd>(symbol(c"step_end")?),
+                    totals: std::mem::transmute::<Symbol, StepTotals>(symbol(c"step_totals")?),
+                })
+            }
+        }
+
+        /// Step through the next call of `entry` (System V), at most `limit` steps (-1:
+        /// none): the trap flag is set from here.
+        fn begin(&self, entry: *const u8, limit: i64) {
+            // SAFETY: the stepper's `step_begin`.
+            unsafe { (self.begin)(entry, 0, limit as libc::c_long) }
+        }
+
+        /// The call returned: the trap flag cleared, its steps added to the totals.
+        fn end(&self) {
+            // SAFETY: the stepper's `step_end`.
+            unsafe { (self.end)() }
+        }
+
+        /// Write the stepped calls' totals to `file`; an error with them unless every
+        /// stepped call was stepped through and every step unwound.
+        fn totals(&self, file: &Path) -> Result<(), String> {
+            use std::os::unix::ffi::OsStrExt;
+            let c_path = std::ffi::CString::new(file.as_os_str().as_bytes())
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            // SAFETY: a file of the child's scratch directory, opened, written and closed.
+            let ok = unsafe {
+                let out = libc::fopen(c_path.as_ptr(), c"w".as_ptr());
+                if out.is_null() {
+                    return Err(format!("{}: cannot write", file.display()));
+                }
+                let ok = (self.totals)(out);
+                libc::fclose(out);
+                ok
+            };
+            let totals = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+            match ok {
+                0 => Err(format!(
+                    "libgcc's unwinder did not find the caller of every step: {}",
+                    totals.trim()
+                )),
+                _ => Ok(()),
+            }
+        }
     }
 }
 
