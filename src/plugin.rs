@@ -454,8 +454,9 @@ impl Merged {
     /// function the merger was not given, and for merge-similar's thunks written directly
     /// as machine code (they have no traps, calls or stack maps). The relocations inside
     /// name clif-merge's own symbol numbers; the module holds the real ones. Its bytes are
-    /// Cranelift's: on Windows x64 the code defined differs in its epilogues, rewritten at
-    /// the same offsets ([`crate::emit::epilogues::x86_64`]).
+    /// the code defined: Cranelift's, but on Windows x64, where epilogues that free the
+    /// frame with `add rsp` are rewritten at the same offsets so that Windows' unwinder
+    /// knows them ([`crate::emit::epilogues::x86_64`]).
     pub fn compiled_code(&self, id: FuncId) -> Option<&CompiledCode> {
         self.code.get(&self.body_of(id)).map(|code| &**code)
     }

@@ -522,13 +522,16 @@ pub(super) fn compile_one(
     // given when it records them, else its twin.
     let twin = super::epilogues::compiling_isa(isa)?;
     let isa = twin.as_deref().unwrap_or(isa);
-    let (code, relocs) = with_compiled(isa, func, |ctx| {
+    let (mut code, relocs) = with_compiled(isa, func, |ctx| {
         let code = ctx.compiled_code().expect("compiled above").clone();
         let relocs = module_relocs(&code, &ctx.func);
         (code, relocs)
     })?;
     let mut bytes = code.buffer.data().to_vec();
     let epilogues = super::epilogues::for_unwinding(isa, &mut bytes, &code.bb_starts);
+    // The compiler's copy ([`crate::plugin::Merged::compiled_code`]) holds the bytes
+    // defined: on Windows x64 some epilogues are rewritten, at the same offsets.
+    code.buffer.data_mut().copy_from_slice(&bytes);
     let unwind = FrameInfo::of_compiled(&code, isa, call_conv, epilogues)?;
     let mut body = CompiledBody::new(isa, bytes, u64::from(code.buffer.alignment), relocs, unwind);
     body.code = Some(Arc::new(code));
