@@ -237,15 +237,18 @@ fn check_program(
                 }
                 (Ok(results), false) => {
                     tally.calls.fetch_add(results.len(), Ordering::Relaxed);
-                    let want = &reference[&(config.reference().output as u8)];
-                    if results.len() != want.len() {
-                        vec![format!(
+                    match reference.get(&(config.reference().output as u8)) {
+                        // Its failure is reported already; nothing to compare with.
+                        None => vec![format!(
+                            "its reference build ({:?}) failed: nothing to compare with",
+                            config.reference()
+                        )],
+                        Some(want) if results.len() != want.len() => vec![format!(
                             "{} results, expected {}",
                             results.len(),
                             want.len()
-                        )]
-                    } else {
-                        compare(program, config, want, &results)
+                        )],
+                        Some(want) => compare(program, config, want, &results),
                     }
                 }
                 (Err(e), _) => vec![e],
