@@ -527,11 +527,10 @@ pub(super) fn compile_one(
         let relocs = module_relocs(&code, &ctx.func);
         (code, relocs)
     })?;
-    let mut bytes = code.buffer.data().to_vec();
-    let epilogues = super::epilogues::for_unwinding(isa, &mut bytes, &code.bb_starts);
-    // The compiler's copy ([`crate::plugin::Merged::compiled_code`]) holds the bytes
-    // defined: on Windows x64 some epilogues are rewritten, at the same offsets.
-    code.buffer.data_mut().copy_from_slice(&bytes);
+    // Rewritten in place (on Windows x64 some epilogues, at the same offsets), so that the
+    // compiler's copy ([`crate::plugin::Merged::compiled_code`]) holds the bytes defined.
+    let epilogues = super::epilogues::for_unwinding(isa, code.buffer.data_mut(), &code.bb_starts);
+    let bytes = code.buffer.data().to_vec();
     let unwind = FrameInfo::of_compiled(&code, isa, call_conv, epilogues)?;
     let mut body = CompiledBody::new(isa, bytes, u64::from(code.buffer.alignment), relocs, unwind);
     body.code = Some(Arc::new(code));
