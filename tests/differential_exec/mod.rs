@@ -1941,9 +1941,7 @@ pub mod jit {
     impl Stepper {
         /// Load the stepper at `path` and install its SIGTRAP handler.
         fn load(path: &Path) -> Result<Stepper, String> {
-            use std::os::unix::ffi::OsStrExt;
-            let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let c_path = c_path(path)?;
             // SAFETY: the library is the stepper, whose only initialisation is its own.
             let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW) };
             if handle.is_null() {
@@ -1987,9 +1985,7 @@ pub mod jit {
         /// Write the stepped calls' totals to `file`; an error with them unless every
         /// stepped call was stepped through and every step unwound.
         fn totals(&self, file: &Path) -> Result<(), String> {
-            use std::os::unix::ffi::OsStrExt;
-            let c_path = std::ffi::CString::new(file.as_os_str().as_bytes())
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let c_path = c_path(file)?;
             // SAFETY: a file of the child's scratch directory, opened, written and closed.
             let ok = unsafe {
                 let out = libc::fopen(c_path.as_ptr(), c"w".as_ptr());
@@ -2009,6 +2005,13 @@ pub mod jit {
                 _ => Ok(()),
             }
         }
+    }
+
+    /// `path` as a C string, for the C library's functions.
+    fn c_path(path: &Path) -> Result<std::ffi::CString, String> {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 
