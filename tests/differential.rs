@@ -27,8 +27,8 @@
 //! `RtlVirtualUnwind` (one entry in eight, `fixtures/unwind/single_step_windows.c`), aarch64
 //! at breakpoints under qemu and libgcc (one entry in eight,
 //! `fixtures/unwind/breakpoints_aarch64.c`). Every stop must reach the call site
-//! with the stack pointer and callee-saved registers the call left, on x86_64 through one
-//! frame per call the stepper saw made and not returned from.
+//! with the stack pointer and callee-saved registers the call left, through one frame per
+//! call the stepper saw made and not returned from.
 //!
 //! `cargo test --profile test-release --test differential` runs a fixed set of seeds. The long mode,
 //! `CLIF_MERGE_DIFF_PAIRS=1000000 cargo test --profile test-release --test differential -- --ignored

@@ -36,12 +36,12 @@
 //!   `Merged::jit_eh_frame`'s frames registered.
 //! - `linux_aarch64_unwinds_at_every_instruction`: the same on aarch64 Linux under qemu,
 //!   which has no single-step: `fixtures/unwind/breakpoints_aarch64.c` writes a breakpoint
-//!   over every instruction the entries run (qemu's log of a first run names them) and
-//!   unwinds with libgcc at each, in every configuration (pointer authentication with
-//!   either key included), PIC and not, and for the functions defined in a `JITModule`
-//!   through the plugin: through Cranelift's epilogues, whose rules clif-merge adds
-//!   (reloaded registers, the CFA after `ldp x29, x30`, the return address after
-//!   `autiasp`).
+//!   over every instruction the entries run (qemu's log of a first run names them), writes
+//!   each again at the next stop, and unwinds with libgcc at each stop, through one frame
+//!   per call it followed, in every configuration (pointer authentication with either key
+//!   included), PIC and not, and for the functions defined in a `JITModule` through the
+//!   plugin: through Cranelift's epilogues, whose rules clif-merge adds (reloaded
+//!   registers, the CFA after `ldp x29, x30`, the return address after `autiasp`).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -1463,10 +1463,14 @@ fn breakpoints_run(exe: &Path, context: &str) -> BTreeMap<String, String> {
 /// single-step: the fixture compiled for `aarch64-unknown-linux-gnu` with PIC and without,
 /// in every configuration (pointer authentication with the A key and with the B key
 /// included), linked with a harness that writes a breakpoint over every instruction the
-/// entries run (qemu's log of a first run names them) and, stopped at each, unwinds with
-/// libgcc's `_Unwind_Backtrace` from its SIGTRAP handler. Every stop must reach the
-/// harness's call site with the stack pointer and callee-saved registers the call left,
-/// Cranelift's epilogues included: its CFI keeps CFA = `x29 + 16` and every saved
+/// entries run (qemu's log of a first run names them), writes each again at the next stop
+/// (so it stops at every instruction each time it runs, and follows the calls and
+/// returns) and, stopped at each, unwinds with libgcc's `_Unwind_Backtrace` from its
+/// SIGTRAP handler. Every stop must reach the harness's call site with the stack pointer
+/// and callee-saved registers the call left, through one frame per call made and not
+/// returned from (with the epilogue rules dropped, a stop in `%equal_b`'s epilogue,
+/// called from `%call_equal_b`, unwound past `%call_equal_b`'s frame and arrived right
+/// before the stepper followed calls), Cranelift's epilogues included: its CFI keeps CFA = `x29 + 16` and every saved
 /// register in its slot up to the function's end, and says the return address is signed
 /// after `autiasp`, so clif-merge's FDEs add the rules of each epilogue
 /// ([`clif_merge::emit::epilogues`]). Then the same for the functions defined in a
