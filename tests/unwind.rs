@@ -1468,7 +1468,8 @@ fn breakpoints_run(exe: &Path, context: &str) -> BTreeMap<String, String> {
 /// returns) and, stopped at each, unwinds with libgcc's `_Unwind_Backtrace` from its
 /// SIGTRAP handler. Every stop must reach the harness's call site with the stack pointer
 /// and callee-saved registers the call left, through one frame per call made and not
-/// returned from (with the epilogue rules dropped, a stop in `%equal_b`'s epilogue,
+/// returned from, each callee's CFA the stack pointer it was entered with (with the
+/// epilogue rules dropped, a stop in `%equal_b`'s epilogue,
 /// called from `%call_equal_b`, unwound past `%call_equal_b`'s frame and arrived right
 /// before the stepper followed calls), Cranelift's epilogues included: its CFI keeps CFA = `x29 + 16` and every saved
 /// register in its slot up to the function's end, and says the return address is signed
