@@ -771,7 +771,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             // code section of the object (one per function with `--function-sections`,
             // which `--gc-sections` still drops one by one) renamed `merged_text`. The
             // bounds are handed out where that section is, in the executable or the
-            // library, with landing pads for a guarded library's PLT.
+            // library, with landing pads for a guarded library's PLT, on pages of its own
+            // (else each breakpoint written makes qemu translate what shares them again).
             command(
                 Command::new("aarch64-linux-gnu-objcopy")
                     .args(breakpoint_stops::rename_code_sections(&object)?)
@@ -780,16 +781,17 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             let bounds = dir.join("bounds.c");
             std::fs::write(&bounds, MERGED_TEXT_BOUNDS).map_err(|e| e.to_string())?;
             let bounds = bounds.into_os_string();
-            let (bounds_in_executable, library_sources) = match config.output {
-                Output::SharedLibrary => (
-                    None,
-                    vec!["-fPIC".into(), "-mbranch-protection=bti".into(), bounds],
-                ),
-                _ => (Some(bounds), Vec::new()),
+            let own_pages = breakpoint_stops::code_on_pages_of_its_own(dir)?;
+            let (in_executable, library_sources) = match config.output {
+                Output::SharedLibrary => {
+                    let flags = ["-fPIC".into(), "-mbranch-protection=bti".into(), bounds];
+                    (Vec::new(), flags.into_iter().chain(own_pages).collect())
+                }
+                _ => (own_pages.into_iter().chain([bounds]).collect(), Vec::new()),
             };
             let step_sources = breakpoint_stepper(config)
                 .into_iter()
-                .chain(bounds_in_executable)
+                .chain(in_executable)
                 .collect();
             (step_sources, library_sources)
         }
