@@ -675,6 +675,60 @@ fn emit_clif_reads_back_and_merging_it_again_keeps_the_kept_functions() {
     .ok();
 }
 
+/// The memory flags of each memory access, in layout order.
+fn memory_flags(func: &cranelift_codegen::ir::Function) -> Vec<String> {
+    let insts = func
+        .layout
+        .blocks()
+        .flat_map(|b| func.layout.block_insts(b));
+    insts
+        .filter_map(|i| func.dfg.insts[i].memflags_data(&func.dfg))
+        .map(|flags| {
+            let region = flags
+                .alias_region()
+                .map(|r| func.dfg.alias_regions[r].user_id);
+            format!("{flags} (region {region:?})")
+        })
+        .collect()
+}
+
+#[test]
+fn emit_clif_keeps_the_memory_flags_of_atomic_accesses() {
+    // Cranelift's printer leaves out those of `atomic_rmw` and `atomic_cas`: read back,
+    // the merged CLIF would trap with other codes, or not at all, in other regions.
+    let input = fixture("cli/atomics.clif");
+    let read = parse_clif(&std::fs::read_to_string(&input).unwrap());
+    let emitted = run(args![&input, "--emit-clif", "-", "--target", X86]).ok();
+    let merged = parse_clif(&emitted.stdout);
+    assert_eq!(
+        callees(&merged["%rmw_b"]),
+        BTreeSet::from(["%rmw_a".into()])
+    );
+    for kept in ["%rmw_a", "%rmw_c", "%rmw_d"] {
+        assert_eq!(
+            memory_flags(&merged[kept]),
+            memory_flags(&read[kept]),
+            "{kept}'s memory accesses as emitted:\n{}",
+            emitted.stdout
+        );
+        assert!(callees(&merged[kept]).is_empty(), "{kept} is not folded");
+    }
+    assert_eq!(
+        memory_flags(&read["%rmw_a"]),
+        [
+            " user3 little (region None)",
+            " notrap aligned region0 (region Some(7))",
+            " notrap aligned (region None)"
+        ]
+    );
+    // Emitted again from what it emitted: the same text.
+    let dir = tempfile::tempdir().unwrap();
+    let again = dir.path().join("merged.clif");
+    std::fs::write(&again, &emitted.stdout).unwrap();
+    let twice = run(args![&again, "--emit-clif", "-", "--target", X86]).ok();
+    assert_eq!(twice.stdout, emitted.stdout);
+}
+
 #[test]
 fn emit_clif_redirects_callers_and_drops_erased_functions() {
     let go = |extra: &[&str]| {

@@ -33,6 +33,7 @@ use std::fmt::Write as _;
 use cranelift_codegen::ir::{self, GlobalValueData, InstructionData};
 use cranelift_codegen::isa::TargetFrontendConfig;
 
+use super::clif_text::function_text;
 use super::thunk::{clif_thunk, reaches_a_frame_reader};
 use crate::merge::{Action, Body, FuncIndex, Group, Linkage, MergePlan, Module, ModuleFunction};
 use crate::names::FuncName;
@@ -60,13 +61,13 @@ pub fn merged_clif(
                     "; clif-merge: shared local body of the group of {}",
                     m.name
                 );
-                let _ = writeln!(out, "{}", body.display());
+                let _ = writeln!(out, "{}", function_text(&body));
             }
         }
         match plan.action(f) {
             Action::Keep => {
                 mark_similar_thunk(&mut out, m);
-                let _ = writeln!(out, "{}", written(module, plan, f).display());
+                let _ = writeln!(out, "{}", function_text(&written(module, plan, f)));
             }
             // Every use of its address names the body.
             Action::Erased => {}
@@ -95,7 +96,7 @@ pub fn merged_clif(
                         tail_calls,
                     )
                 };
-                let _ = writeln!(out, "{}", folded.display());
+                let _ = writeln!(out, "{}", function_text(&folded));
             }
         }
     }

@@ -6,6 +6,7 @@
 //! - [`object`]: an object file (aliases pointed after `finish()`);
 //! - [`jit`]: a `JITModule`, every name callable;
 //! - [`clif`]: the merged module as CLIF text (`--emit-clif`);
+//! - [`clif_text`]: a function as CLIF text the reader parses back to the same function;
 //! - [`reloc`]: which relocations are calls, per ISA;
 //! - [`sink`]: where the pipeline's code goes (object, JIT, the plugin's module);
 //! - [`stencil`]: bodies that compile alike (equal stencils) compiled once;
@@ -18,6 +19,7 @@
 //!   at every instruction.
 
 pub mod clif;
+pub mod clif_text;
 pub mod compile;
 pub mod define;
 pub mod epilogues;

@@ -1483,9 +1483,9 @@ impl<'a, 'b> Builder<'a, 'b> {
         }
         let flags = self.mem_flags(rng, off, bytes, false);
         // cranelift 0.135's printer drops the flags of atomic_rmw and atomic_cas (the
-        // reader parses them): give those two the flags the reader assumes, so that
-        // printing and parsing back keeps the function.
-        let rmw_flags = MemFlagsData::new();
+        // reader parses them); the text round trips print with clif-merge's writer
+        // (`emit::clif_text`), which writes them.
+        let rmw_flags = flags;
         self.set_srcloc();
         match rng.below(4) {
             0 => {

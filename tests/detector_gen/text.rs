@@ -28,10 +28,11 @@ pub fn is_valid(func: &Function) -> bool {
     cranelift_codegen::verify_function(func, &flags()).is_ok()
 }
 
-/// Print `func`, rename every `vN` and `blockN` by a random permutation, and parse it back
-/// with clif-merge's reader.
+/// Print `func` (as `--emit-clif` does: Cranelift's printer leaves out the memory flags of
+/// atomic read-modify-writes), rename every `vN` and `blockN` by a random permutation, and
+/// parse it back with clif-merge's reader.
 pub fn renumber_via_text(func: &Function, seed: u64) -> Function {
-    let text = func.display().to_string();
+    let text = clif_merge::emit::clif_text::function_text(func);
     let renamed = rename_tokens(&text, seed);
     let mut parsed = clif_merge::read::parse_clif(&renamed, "renumbered.clif")
         .unwrap_or_else(|e| panic!("renamed text does not parse: {e}\n{renamed}"));
@@ -42,7 +43,7 @@ pub fn renumber_via_text(func: &Function, seed: u64) -> Function {
 /// Print `func`, make some instruction results go through value aliases (`v900 -> v5`,
 /// with every use of `v5` written as `v900`), and parse it back.
 pub fn alias_via_text(func: &Function, seed: u64) -> Function {
-    let text = func.display().to_string();
+    let text = clif_merge::emit::clif_text::function_text(func);
     let mut rng = Rng::new(seed);
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     // Results defined by instructions: `    vN = ...` (single result).
@@ -91,7 +92,7 @@ pub fn alias_via_text(func: &Function, seed: u64) -> Function {
 /// Print `func`, rename the function to `new_name` (`%name` or `u0:N`) everywhere,
 /// including its calls to itself, and parse it back.
 pub fn rename_function_via_text(func: &Function, new_name: &str) -> Function {
-    let text = func.display().to_string();
+    let text = clif_merge::emit::clif_text::function_text(func);
     let old = func.name.to_string();
     let renamed: Vec<String> = text
         .lines()
