@@ -66,7 +66,10 @@
 //! of themselves, by `func_addr` or by `symbol_value` of the function's symbol), compare
 //! them with their arguments, or return them; others read their return address, frame
 //! pointer and stack pointer. Some entries tag every access to the buffer with one alias
-//! region (only the buffer's accesses: a region never meets another's memory).
+//! region (only the buffer's accesses: a region never meets another's memory). Some
+//! accesses to the buffer are atomic (read-modify-writes of every operation, compare-and-
+//! swaps, atomic loads and stores; on aarch64 without LSE each is a load-exclusive/
+//! store-exclusive loop, which the breakpoint stepper takes as one step).
 
 use std::fmt::Write as _;
 
@@ -466,6 +469,18 @@ const LOAD_MEMFLAGS: [&str; 6] = [
     " aligned can_move",
 ];
 const FLOPS: [&str; 3] = ["fadd", "fsub", "fmul"];
+/// The flags of atomic accesses: every access to the buffer is aligned and safe.
+const ATOMIC_MEMFLAGS: [&str; 6] = [
+    "",
+    " little",
+    " notrap",
+    " aligned",
+    " notrap aligned",
+    " little aligned user3",
+];
+const ATOMIC_RMW_OPS: [&str; 11] = [
+    "add", "sub", "and", "nand", "or", "xor", "xchg", "umin", "umax", "smin", "smax",
+];
 
 /// Writes one function of a family.
 struct Writer<'a> {
@@ -491,6 +506,9 @@ struct Writer<'a> {
     helpers: &'a [HelperFamily],
     /// The level of helpers this function may call (those below it).
     level: usize,
+    /// Accesses to the buffer met so far, each of which may be followed by an atomic one
+    /// ([`Writer::atomic_access`]).
+    atomics: u64,
 }
 
 /// A helper family already generated: its members' names, signature and level.
@@ -526,6 +544,7 @@ impl<'a> Writer<'a> {
             name: name.to_string(),
             helpers,
             level,
+            atomics: 0,
         }
     }
 
@@ -964,7 +983,7 @@ impl<'a> Writer<'a> {
                     self.v(mem)
                 );
                 self.line(&line);
-                r
+                self.atomic_access(mem, a, r)
             }
             12 if stack => {
                 let (p, q, r) = (self.value(), self.value(), self.value());
@@ -982,6 +1001,73 @@ impl<'a> Writer<'a> {
             }
             _ => self.call_helper(a, b),
         }
+    }
+
+    /// After an access to the buffer, now and then an atomic one (drawn from an RNG of its
+    /// own, so that the rest of every seed's module is what it was before atomics): a
+    /// read-modify-write 64 or 32 bits wide, a compare-and-swap, or an atomic store and
+    /// load, at an aligned offset, with memory flags Cranelift compiles (little-endian or
+    /// the target's order: big-endian atomics have no lowering) in the buffer's region.
+    /// Every member of a family has the same ones. What it reads is folded into `r`.
+    fn atomic_access(&mut self, mem: u32, a: u32, r: u32) -> u32 {
+        let n = self.atomics;
+        self.atomics += 1;
+        let mut at = Rng::new(rng::mix(self.seed, 0xA7 << 40 | n));
+        if !at.chance(30) {
+            return r;
+        }
+        let flags = at.pick(&ATOMIC_MEMFLAGS);
+        let region = self.region;
+        let off = at.below(30) * 8;
+        let (c, p, old) = (self.value(), self.value(), self.value());
+        let mut lines = vec![
+            format!("{} = iconst.i64 {off}", self.v(c)),
+            format!("{} = iadd {}, {}", self.v(p), self.v(mem), self.v(c)),
+        ];
+        let (a, r) = (self.v(a), self.v(r));
+        match at.below(4) {
+            0 => {
+                let op = at.pick(&ATOMIC_RMW_OPS);
+                lines.push(format!(
+                    "{} = atomic_rmw.i64{flags}{region} {op} {}, {a}",
+                    self.v(old),
+                    self.v(p)
+                ));
+            }
+            1 => {
+                let (t, narrow) = (self.value(), self.value());
+                let op = at.pick(&ATOMIC_RMW_OPS);
+                lines.extend([
+                    format!("{} = ireduce.i32 {a}", self.v(t)),
+                    format!(
+                        "{} = atomic_rmw.i32{flags}{region} {op} {}, {}",
+                        self.v(narrow),
+                        self.v(p),
+                        self.v(t)
+                    ),
+                    format!("{} = uextend.i64 {}", self.v(old), self.v(narrow)),
+                ]);
+            }
+            2 => lines.push(format!(
+                "{} = atomic_cas{flags}{region} {}, {r}, {a}",
+                self.v(old),
+                self.v(p)
+            )),
+            _ => lines.extend([
+                format!("atomic_store{flags}{region} {a}, {}", self.v(p)),
+                format!(
+                    "{} = atomic_load.i64{flags}{region} {}",
+                    self.v(old),
+                    self.v(p)
+                ),
+            ]),
+        }
+        let x = self.value();
+        lines.push(format!("{} = bxor {r}, {}", self.v(x), self.v(old)));
+        for l in lines {
+            self.line(&l);
+        }
+        x
     }
 
     /// A call to a helper of a lower level, its arguments converted from i64 and its
