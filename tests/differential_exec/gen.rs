@@ -61,7 +61,8 @@
 //!
 //! *Entries*, called by the harness, all have the signature `(i64 a, i64 b, i64 mem) -> i64`
 //! (`system_v`). *Helpers* have other signatures (narrow integers, floats, the `tail`
-//! convention), call lower helpers, and recurse: through `call`, `try_call`, `return_call`
+//! convention), call lower helpers (now and then through the helper's address:
+//! `func_addr`, `call_indirect`), and recurse: through `call`, `try_call`, `return_call`
 //! or each other. Entries of some families take addresses (`func_addr` of another entry or
 //! of themselves, by `func_addr` or by `symbol_value` of the function's symbol), compare
 //! them with their arguments, or return them; others read their return address, frame
@@ -509,6 +510,8 @@ struct Writer<'a> {
     /// Accesses to the buffer met so far, each of which may be followed by an atomic one
     /// ([`Writer::atomic_access`]).
     atomics: u64,
+    /// Calls of helpers met so far, each of which may be indirect ([`Writer::call_helper`]).
+    helper_calls: u64,
 }
 
 /// A helper family already generated: its members' names, signature and level.
@@ -545,6 +548,7 @@ impl<'a> Writer<'a> {
             helpers,
             level,
             atomics: 0,
+            helper_calls: 0,
         }
     }
 
@@ -634,12 +638,14 @@ impl<'a> Writer<'a> {
         format!("fn{i}")
     }
 
+    /// A signature declared on its own (`sigN`, for `call_indirect` and exception
+    /// tables). They are declared first ([`Writer::text`]), numbered from 100: the reader
+    /// numbers the signature of each `fnN` declaration after the highest number declared
+    /// before it, so a `sigN` declared after `fnN` declarations could take a number the
+    /// reader already gave one of them.
     fn sig(&mut self, sig: &str) -> String {
-        let i = self.sigs.len();
+        let i = self.sigs.len() + 100;
         self.sigs.push(sig.to_string());
-        // Numbered apart from the signatures the reader creates for `fnN` declarations.
-        let i = i + 100;
-        self.decls.push(format!("    sig{i} = {sig}\n"));
         format!("sig{i}")
     }
 
@@ -1092,7 +1098,17 @@ impl<'a> Writer<'a> {
             }
         }
         let (f, m) = candidates[choice];
-        self.call(f, m, a, b)
+        // A quarter of the calls of `system_v` helpers go through the helper's address
+        // (`func_addr`, then `call_indirect`), drawn from an RNG of its own so that the
+        // rest of every seed's module is what it was before: a folded helper must be
+        // callable through the address its module takes, alias or thunk. Never a `tail`
+        // helper: where returns are signed and branch protection is enforced, its entry
+        // is no landing pad ([`Program::call_tail_functions_directly`]).
+        let n = self.helper_calls;
+        self.helper_calls += 1;
+        let mut how = Rng::new(rng::mix(self.seed, 0xCA << 40 | n));
+        let indirect = how.chance(25) && self.helpers[f].sig.conv() != "tail";
+        self.call(f, m, a, b, indirect)
     }
 
     /// The helpers this function may call (family, member): those of lower levels.
@@ -1105,9 +1121,9 @@ impl<'a> Writer<'a> {
             .collect()
     }
 
-    /// A call of member `m` of helper family `f` on the i64 values `a` and `b`; its result
-    /// as an i64.
-    fn call(&mut self, f: usize, m: usize, a: u32, b: u32) -> u32 {
+    /// A call of member `m` of helper family `f` on the i64 values `a` and `b`, direct or
+    /// through its address (`indirect`); its result as an i64.
+    fn call(&mut self, f: usize, m: usize, a: u32, b: u32, indirect: bool) -> u32 {
         let sig = self.helpers[f].sig;
         let name = self.helpers[f].names[m].clone();
         let colocated = !name.starts_with("hp");
@@ -1116,7 +1132,21 @@ impl<'a> Writer<'a> {
         let x = self.convert_from_i64(a, pa);
         let y = self.convert_from_i64(b, pb);
         let r = self.value();
-        let line = format!("{} = call {fref}({}, {})", self.v(r), self.v(x), self.v(y));
+        let line = if indirect {
+            let p = self.value();
+            let line = format!("{} = func_addr.i64 {fref}", self.v(p));
+            self.line(&line);
+            let sig_ref = self.sig(&sig.text());
+            format!(
+                "{} = call_indirect {sig_ref}, {}({}, {})",
+                self.v(r),
+                self.v(p),
+                self.v(x),
+                self.v(y)
+            )
+        } else {
+            format!("{} = call {fref}({}, {})", self.v(r), self.v(x), self.v(y))
+        };
         self.line(&line);
         self.convert_to_i64(r, sig.ret())
     }
@@ -1153,7 +1183,7 @@ impl<'a> Writer<'a> {
         };
         self.applied(Edit::ExtraCall);
         let (f, m) = content.pick(&callable);
-        let r = self.call(f, m, a, b);
+        let r = self.call(f, m, a, b, false);
         let x = self.value();
         let line = format!("{} = bxor {}, {}", self.v(x), self.v(a), self.v(r));
         self.line(&line);
@@ -1442,6 +1472,9 @@ impl<'a> Writer<'a> {
     fn text(&self, sig: &str, slots: &str) -> String {
         let mut out = format!("function %{}{sig} {{\n", self.name);
         out.push_str(slots);
+        for (i, sig) in self.sigs.iter().enumerate() {
+            let _ = writeln!(out, "    sig{} = {sig}", i + 100);
+        }
         for d in &self.decls {
             out.push_str(d);
         }
