@@ -721,6 +721,32 @@ fn emit_clif_keeps_the_memory_flags_of_atomic_accesses() {
             " notrap aligned (region None)"
         ]
     );
+    // Compiled, %rmw_d's code is %rmw_a's (a region only steers optimization) and folds
+    // into it; %rmw_c's is too, byte for byte, but its trap carries another code, which an
+    // embedder reads from the body's traps: it stays.
+    let folded = run(args![
+        &input,
+        "-o",
+        tempfile::tempdir().unwrap().path().join("atomics.o"),
+        "--merge-functions",
+        "aliases",
+        "--report",
+        "-",
+        "--target",
+        X86
+    ])
+    .ok()
+    .json();
+    assert_eq!(
+        groups(&folded),
+        BTreeMap::from([(
+            "%rmw_a".to_string(),
+            vec![
+                ("%rmw_b".to_string(), "alias".to_string()),
+                ("%rmw_d".to_string(), "alias".to_string())
+            ]
+        )])
+    );
     // Emitted again from what it emitted: the same text.
     let dir = tempfile::tempdir().unwrap();
     let again = dir.path().join("merged.clif");

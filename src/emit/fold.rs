@@ -10,7 +10,9 @@
 //! folds everything ICF would and then some (it also removes the callers' thunks and never
 //! compiled the IR-level duplicates).
 //!
-//! Bodies are grouped by (alignment, bytes, relocations), where a relocation that *calls* a
+//! Bodies are grouped by (alignment, bytes, relocations, and what Cranelift says of the
+//! code that an embedder acts on: trap codes, exception handlers, stack maps; see
+//! [`metadata_key`]), where a relocation that *calls* a
 //! module function that may be redirected names only a placeholder; the groups are then
 //! refined over the call graph exactly as the cycle phase does ([`crate::merge::refine`]),
 //! comparing the bodies that those calls reach. Relocations that take an address (any whose
@@ -144,7 +146,68 @@ fn body_key(
             }
         }
     }
+    if let Some(code) = &body.code {
+        metadata_key(&code.buffer, &mut key);
+    }
     (key, calls)
+}
+
+/// What Cranelift says about a body besides its bytes that changes how the code behaves in
+/// an embedder, which reads it through [`crate::plugin::Merged::compiled_code`] (for every
+/// name of a group, its body's): the code of each trap, which a runtime reports; the
+/// exception handlers of each call (the tags they catch, where they land), which decide
+/// where an exception goes; the user stack maps, which tell a collector where its
+/// references are; the patchable call sites. Two bodies with the same bytes but another
+/// trap code or tag, or another stack map, are not the same function. Source locations
+/// and debug tags only describe the code and are left out, as merging at the IR level
+/// drops them too. Nothing is written for an empty list, so a body without any of these
+/// keys as a thunk written as machine code does.
+fn metadata_key(
+    buffer: &cranelift_codegen::MachBufferFinalized<cranelift_codegen::Final>,
+    key: &mut Vec<u8>,
+) {
+    use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
+    for trap in buffer.traps() {
+        key.push(4);
+        key.extend(trap.offset.to_le_bytes());
+        key.push(trap.code.as_raw().get());
+    }
+    for site in buffer.call_sites() {
+        if site.exception_handlers.is_empty() {
+            continue;
+        }
+        key.push(5);
+        key.extend(site.ret_addr.to_le_bytes());
+        key.extend(site.frame_offset.map_or(u64::MAX, u64::from).to_le_bytes());
+        for handler in site.exception_handlers {
+            match handler {
+                Handler::Tag(tag, at) => {
+                    key.push(0);
+                    key.extend(tag.as_u32().to_le_bytes());
+                    key.extend(at.to_le_bytes());
+                }
+                Handler::Default(at) => {
+                    key.push(1);
+                    key.extend(at.to_le_bytes());
+                }
+                Handler::Context(loc) => {
+                    key.push(2);
+                    write!(key, "{loc:?}|").expect("into memory");
+                }
+            }
+        }
+        key.push(0xff);
+    }
+    for (offset, span, map) in buffer.user_stack_maps() {
+        key.push(6);
+        key.extend(offset.to_le_bytes());
+        key.extend(span.to_le_bytes());
+        write!(key, "{map:?}|").expect("into memory");
+    }
+    for site in buffer.patchable_call_sites() {
+        key.push(7);
+        write!(key, "{site:?}|").expect("into memory");
+    }
 }
 
 /// Extend `plan` with the groups whose bodies compiled to the same machine code
