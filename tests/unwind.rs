@@ -1520,7 +1520,7 @@ fn linux_aarch64_unwinds_at_every_instruction() {
             let exe = dir.join(format!("step{i}-{pic}"));
             run(Command::new(CC)
                 .args(["-O1", "-no-pie", "-static"])
-                .args(breakpoint_stops::code_on_pages_of_its_own(&dir).unwrap())
+                .arg(breakpoint_stops::code_on_pages_of_its_own(&dir).unwrap())
                 .arg(&source)
                 .arg(&harness)
                 .arg(&renamed)

@@ -74,7 +74,7 @@ pub fn rename_code_sections(object: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// GNU ld's options, for the link that puts the code under test (renamed `merged_text` by
+/// GNU ld's option, for the link that puts the code under test (renamed `merged_text` by
 /// [`rename_code_sections`]) into an executable or a shared library, that give that code
 /// pages of its own: `merged_text` starts a page, and the next section starts another.
 /// qemu-user drops every block it translated from a page when the page is written, and
@@ -83,7 +83,7 @@ pub fn rename_code_sections(object: &Path) -> Result<Vec<String>, String> {
 /// every stop, lands there when the harness's own `.text` ends just before it) was
 /// translated again at every stop, which made one stepped executable take 6.9 s instead
 /// of 0.4 s. The linker script is written into `dir`.
-pub fn code_on_pages_of_its_own(dir: &Path) -> Result<Vec<std::ffi::OsString>, String> {
+pub fn code_on_pages_of_its_own(dir: &Path) -> Result<std::ffi::OsString, String> {
     // 64 KiB, the largest page an aarch64 Linux kernel uses (qemu-user's is 4 KiB).
     const SCRIPT: &str = "SECTIONS\n{\n  merged_text ALIGN(0x10000) : { *(merged_text) }\n  \
                           . = ALIGN(0x10000);\n}\nINSERT AFTER .text;\n";
@@ -91,7 +91,7 @@ pub fn code_on_pages_of_its_own(dir: &Path) -> Result<Vec<std::ffi::OsString>, S
     std::fs::write(&script, SCRIPT).map_err(|e| format!("{}: {e}", script.display()))?;
     let mut option = std::ffi::OsString::from("-Wl,-T,");
     option.push(&script);
-    Ok(vec![option])
+    Ok(option)
 }
 
 /// The environment variable naming the file where the stepper, run without instructions to

@@ -479,6 +479,10 @@ const ATOMIC_MEMFLAGS: [&str; 6] = [
     " notrap aligned",
     " little aligned user3",
 ];
+/// The kinds of points with draws of their own ([`Writer::draws_of_their_own`]): accesses
+/// that may be followed by an atomic one, calls that may be indirect.
+const ATOMIC_DRAWS: u64 = 0xA7;
+const INDIRECT_CALL_DRAWS: u64 = 0xCA;
 const ATOMIC_RMW_OPS: [&str; 11] = [
     "add", "sub", "and", "nand", "or", "xor", "xchg", "umin", "umax", "smin", "smax",
 ];
@@ -570,6 +574,12 @@ impl<'a> Writer<'a> {
             let salt = (kind.index() as u64 + 1) << 32 | n as u64;
             Rng::new(rng::mix(self.seed, salt))
         })
+    }
+
+    /// The RNG of the `n`th point of kind `kind` (its own, apart from the template's: what
+    /// it draws changes nothing else in the module), the same in every member of a family.
+    fn draws_of_their_own(&self, kind: u64, n: u64) -> Rng {
+        Rng::new(rng::mix(self.seed, kind << 40 | n))
     }
 
     /// Record that structural edit `kind` changed the function.
@@ -1018,7 +1028,7 @@ impl<'a> Writer<'a> {
     fn atomic_access(&mut self, mem: u32, a: u32, r: u32) -> u32 {
         let n = self.atomics;
         self.atomics += 1;
-        let mut at = Rng::new(rng::mix(self.seed, 0xA7 << 40 | n));
+        let mut at = self.draws_of_their_own(ATOMIC_DRAWS, n);
         if !at.chance(30) {
             return r;
         }
@@ -1106,7 +1116,7 @@ impl<'a> Writer<'a> {
         // is no landing pad ([`Program::call_tail_functions_directly`]).
         let n = self.helper_calls;
         self.helper_calls += 1;
-        let mut how = Rng::new(rng::mix(self.seed, 0xCA << 40 | n));
+        let mut how = self.draws_of_their_own(INDIRECT_CALL_DRAWS, n);
         let indirect = how.chance(25) && self.helpers[f].sig.conv() != "tail";
         self.call(f, m, a, b, indirect)
     }

@@ -785,9 +785,9 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             let (in_executable, library_sources) = match config.output {
                 Output::SharedLibrary => {
                     let flags = ["-fPIC".into(), "-mbranch-protection=bti".into(), bounds];
-                    (Vec::new(), flags.into_iter().chain(own_pages).collect())
+                    (Vec::new(), flags.into_iter().chain([own_pages]).collect())
                 }
-                _ => (own_pages.into_iter().chain([bounds]).collect(), Vec::new()),
+                _ => (vec![own_pages, bounds], Vec::new()),
             };
             let step_sources = breakpoint_stepper(config)
                 .into_iter()
