@@ -12,8 +12,8 @@
 //!
 //! Bodies are grouped by (alignment, bytes, relocations, and what Cranelift says of the
 //! code that an embedder acts on: trap codes, exception handlers, stack maps; see
-//! [`metadata_key`]), where a relocation that *calls* a
-//! module function that may be redirected names only a placeholder; the groups are then
+//! `metadata_key`), where a relocation that *calls* a module function that may be
+//! redirected names only a placeholder; the groups are then
 //! refined over the call graph exactly as the cycle phase does ([`crate::merge::refine`]),
 //! comparing the bodies that those calls reach. Relocations that take an address (any whose
 //! instruction is not a call or jump, whatever its kind: see [`super::reloc`]) name
