@@ -161,15 +161,16 @@ pub struct FunctionMerger {
 pub struct Merged {
     plan: MergePlan,
     index: HashMap<FuncId, FuncIndex>,
-    ids: Vec<FuncId>,
     aliases: Vec<(FuncId, FuncId, Linkage)>,
     style: AliasStyle,
     frames: Frames,
     /// In a JIT for Windows x64: the `UNWIND_INFO`s of the bodies the merger defined, as
     /// data of the module ([`JitUnwindData`]).
     windows_unwind: Option<JitUnwindData>,
-    /// What Cranelift said about each compiled body, by the id it is defined under.
-    code: HashMap<FuncId, Arc<CompiledCode>>,
+    /// What Cranelift said about the code defined under each id ([`crate::emit::define::Defined::code`]).
+    code: BTreeMap<FuncId, Arc<CompiledCode>>,
+    /// The id each group's body is defined under, by the group's kept function.
+    group_bodies: HashMap<FuncIndex, FuncId>,
     /// What was compiled and written.
     pub summary: EmitSummary,
     /// What merge-similar did, when it ran ([`FunctionMerger::with_merge_similar`]).
@@ -393,21 +394,15 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             AliasStyle::Thunk => JitUnwindData::define(&emitted.defined.frames, self.module)?,
             AliasStyle::PatchedSymbol | AliasStyle::BodyId => None,
         };
-        let code = emitted
-            .compiled
-            .bodies
-            .iter()
-            .filter_map(|(f, body)| Some((ids[f.as_u32() as usize], body.code.clone()?)))
-            .collect();
         Ok(Merged {
             plan: emitted.plan,
             index,
-            ids,
             aliases,
             style: self.style,
             frames: emitted.defined.frames,
             windows_unwind,
-            code,
+            code: emitted.defined.code,
+            group_bodies: emitted.defined.group_bodies,
             summary: EmitSummary::default(),
             similar: None,
         })
@@ -438,11 +433,14 @@ impl Merged {
         }
     }
 
-    /// The id whose body runs when `id` is called: `id` itself, or the kept function of
-    /// its group.
+    /// The id whose body runs when `id` is called: `id` itself, or the body of its group,
+    /// defined under the kept function's id or, for a group of preemptible functions,
+    /// under the anonymous id of the local body they share (every name of such a group is
+    /// a thunk into it). Where a body is no larger than a jump, a folded name runs a copy
+    /// of it at its own address: [`Merged::defined_code`] lists such copies by their ids.
     pub fn body_of(&self, id: FuncId) -> FuncId {
         match self.index.get(&id).and_then(|&f| self.plan.group_of(f)) {
-            Some(group) => self.ids[group.kept.as_u32() as usize],
+            Some(group) => self.group_bodies[&group.kept],
             None => id,
         }
     }
@@ -450,15 +448,33 @@ impl Merged {
     /// What `Context::compile` returned for the code that runs when `id` is called (the
     /// kept body of its group, or its own): traps, call sites and exception handlers of
     /// `try_call`, user stack maps and source locations, at offsets into that code, as a
-    /// compiler reads them for its trap tables, GC maps and line tables. `None` for a
-    /// function the merger was not given, and for merge-similar's thunks written directly
-    /// as machine code (they have no traps, calls or stack maps). The relocations inside
+    /// compiler reads them for its trap tables, GC maps and line tables. The offsets are
+    /// from the address of [`Merged::body_of`]`(id)`, which in a JIT is not `id`'s own when
+    /// `id` is a thunk. `None` for a function the merger was not given, and for
+    /// merge-similar's thunks written directly as machine code (they have no traps, calls
+    /// or stack maps). The code that a call to `id` runs may lie in more than one body
+    /// (merge-similar's thunk, then its shared body; a preemptible name's thunk, then the
+    /// group's local body): a table of every address the module's code can fault or call
+    /// from is built from [`Merged::defined_code`]. The relocations inside
     /// name clif-merge's own symbol numbers; the module holds the real ones. Its bytes are
     /// the code defined: Cranelift's, but on Windows x64, where epilogues that free the
     /// frame with `add rsp` are rewritten at the same offsets so that Windows' unwinder
     /// knows them ([`crate::emit::epilogues::x86_64`]).
     pub fn compiled_code(&self, id: FuncId) -> Option<&CompiledCode> {
         self.code.get(&self.body_of(id)).map(|code| &**code)
+    }
+
+    /// Every body the merger compiled, by the id it is defined under, in id order, with
+    /// what `Context::compile` returned for it: the kept functions, thunks compiled from
+    /// IR, and the bodies that no name of the compiler's stands for, which merge-similar
+    /// and groups of preemptible functions share (anonymous ids of the module). Together
+    /// they cover every instruction of merged code that can trap, call or hold a stack map,
+    /// so a trap table or GC map built from them, each at its id's address in the module
+    /// (`get_finalized_function`, or the id's symbol in an object), maps every faulting or
+    /// return address to what the function called would have said. What they leave out is
+    /// thunks written as machine code: moves and a jump, which neither trap nor call.
+    pub fn defined_code(&self) -> impl Iterator<Item = (FuncId, &CompiledCode)> {
+        self.code.iter().map(|(&id, code)| (id, &**code))
     }
 
     /// Finish an object written by `ObjectModule::finish`: point every alias at its body's

@@ -12,12 +12,16 @@
 //! compiled here rather than by `define_function`, so that the unwind information of every
 //! body that has any (kept bodies, copies, CLIF thunks) is collected in one
 //! [`super::unwind::Frames`] by defined id, for the object writer or the JIT to write or
-//! register. Single-jump thunks and empty alias placeholders have none.
+//! register. Single-jump thunks and empty alias placeholders have none. What Cranelift
+//! said of each body defined from its compiled code (traps, call sites, stack maps) is
+//! kept by defined id too ([`Defined::code`]), for an embedder's trap tables and GC maps.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::CompiledCode;
 use cranelift_module::{
     DataId, FuncId, Linkage as ModuleLinkage, Module as CraneliftModule, ModuleReloc,
     ModuleRelocTarget,
@@ -75,6 +79,13 @@ pub struct Defined {
     pub aliases: Vec<(FuncIndex, FuncId, FuncId)>,
     /// Unwind information of every defined body, by id ([`super::unwind`]).
     pub frames: Frames,
+    /// What Cranelift said of the code defined under each id, for every id defined from
+    /// compiled code: kept bodies, a group's shared local body, copies of small bodies,
+    /// CLIF thunks. Not for thunks written as machine code or empty alias placeholders.
+    pub code: BTreeMap<FuncId, Arc<CompiledCode>>,
+    /// The id each group's body is defined under, by the group's kept function: its own
+    /// id, or the anonymous or local id of the body it shares.
+    pub group_bodies: HashMap<FuncIndex, FuncId>,
     /// Counts.
     pub summary: EmitSummary,
 }
@@ -272,6 +283,7 @@ pub fn define_all<M: CraneliftModule>(
     };
     jobs.sort_by_key(|(_, _, job)| std::cmp::Reverse(alignment(job)));
     let mut frames = Frames::new(m.isa())?;
+    let mut defined_code = BTreeMap::new();
     for (f, id, job) in jobs {
         let mf = module.get(f);
         let context = || format!("defining {}", mf.name);
@@ -288,6 +300,9 @@ pub fn define_all<M: CraneliftModule>(
                     context,
                 )?;
                 frames.add(id, code.bytes.len(), code.unwind.as_ref());
+                if let Some(compiled) = &code.code {
+                    defined_code.insert(id, compiled.clone());
+                }
                 if own {
                     summary.sizes.own[f] = padded(code.bytes.len(), code.alignment);
                 }
@@ -351,6 +366,9 @@ pub fn define_all<M: CraneliftModule>(
                     .collect();
                 define_bytes(m, id, thunk.alignment, &thunk.bytes, &relocs, context)?;
                 frames.add(id, thunk.bytes.len(), thunk.unwind.as_ref());
+                if let Some(compiled) = &thunk.code {
+                    defined_code.insert(id, compiled.clone());
+                }
                 summary.sizes.own[f] = padded(thunk.bytes.len(), thunk.alignment);
                 summary.thunks += 1;
             }
@@ -380,6 +398,8 @@ pub fn define_all<M: CraneliftModule>(
         ids,
         aliases,
         frames,
+        code: defined_code,
+        group_bodies: body_id,
         summary,
     })
 }
