@@ -1,0 +1,719 @@
+//! What an embedder reads about merged code besides its bytes, checked by running it: the
+//! trap code of a fault, and the stack maps of a collector's walk.
+//!
+//! A compiler that runs its code (a Wasm runtime, say) builds tables from what
+//! `Context::compile` returned for each body, at the address where the module put it: a
+//! signal handler asks which trap a faulting instruction was, and a collector walking the
+//! stack asks which slots of each frame hold references. Through the merger, those tables
+//! are built from [`Merged::defined_code`]: every body it compiled, each at its id's address,
+//! merge-similar's shared bodies and a preemptible group's local body among them, which no
+//! name of the compiler's stands for.
+//!
+//! Each fixture (`fixtures/compiled_metadata/`) is built in a JIT unmerged (Cranelift's own
+//! `define_function`, tables from its `Context`) and through `MergingModule` in both modes,
+//! with and without merge-similar. Its functions come in pairs that fold, pairs that differ
+//! only in their metadata and so compile to the same bytes, pairs that merge-similar
+//! merges, a preemptible pair, and a caller of a folded function.
+//!
+//! - `traps.clif`: functions that fault at 0 (a `trapz`, a load and an atomic add through
+//!   a null pointer, a division by zero), each with a trap code of its own. Each is called
+//!   with 0 in a forked child whose signal handler writes where it faulted, and the table
+//!   must give the trap code the function called was written with.
+//! - `stack_maps.clif` (x86_64): functions that keep references in stack slots across a
+//!   call to a collector, which walks the frames above it by their frame pointers and
+//!   moves every root their stack maps name; each function returns its roots reloaded.
+//!
+//! In every build, every function must return what it returns unmerged, and the merges the
+//! fixture's comments promise must have happened, with the fault or the walk in the body
+//! they say, so that the test cannot pass without folded and shared code.
+//!
+//! Only on Linux x86_64 and aarch64 hosts (the signal handler reads the program counter
+//! from the signal's context; the collector's entry is x86_64 assembly).
+
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use clif_merge::merge::similar::SimilarOptions;
+use clif_merge::merging_module::MergingModule;
+use clif_merge::{Action, MergeMode, MergeOptions};
+use cranelift_codegen::ir::{types::I64, AbiParam, Function, TrapCode};
+use cranelift_codegen::{CompiledCode, Context};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+
+/// A module of the tests: its CLIF, its imports (declared first, as `u0:0`...), and its
+/// functions (`u0:N` after them) by name and linkage.
+struct Fixture {
+    file: &'static str,
+    imports: &'static [&'static str],
+    functions: &'static [(&'static str, Linkage)],
+    /// What merging does with the functions, by their index in `functions`.
+    merges: Merges,
+}
+
+/// The merges a fixture's comments promise.
+struct Merges {
+    /// (folded, kept): the first folds into the second.
+    folds: &'static [(usize, usize)],
+    /// (caller, callee): the caller's event is in the callee's body.
+    through: &'static [(usize, usize)],
+    /// (a, b): equal but for their metadata: both kept, each in its own body.
+    apart: &'static [(usize, usize)],
+    /// Equal preemptible pairs: the event of both in one anonymous local body.
+    preemptible: &'static [(usize, usize)],
+    /// Pairs that merge-similar merges: with it, the event of both in one anonymous body.
+    similar: &'static [(usize, usize)],
+}
+
+const TRAPS: Fixture = Fixture {
+    file: "traps.clif",
+    imports: &[],
+    functions: &[
+        ("trap3", Linkage::Local),
+        ("trap3_again", Linkage::Local),
+        ("trap4", Linkage::Export),
+        ("load7", Linkage::Export),
+        ("load8", Linkage::Export),
+        ("trap9_plus_1000", Linkage::Export),
+        ("trap9_plus_2000", Linkage::Export),
+        ("trap10", Linkage::Preemptible),
+        ("trap10_again", Linkage::Preemptible),
+        ("calls_trap3_again", Linkage::Export),
+        ("divide_100", Linkage::Export),
+        ("divide_200", Linkage::Export),
+        ("add11", Linkage::Export),
+        ("add12", Linkage::Export),
+    ],
+    merges: Merges {
+        folds: &[(1, 0)],
+        through: &[(9, 0)],
+        apart: &[(2, 0), (4, 3), (13, 12)],
+        preemptible: &[(7, 8)],
+        similar: &[(5, 6), (10, 11)],
+    },
+};
+
+/// The trap code of each of [`TRAPS`]' functions' fault at 0.
+const TRAP_CODES: [&str; 14] = [
+    "user3", "user3", "user4", "user7", "user8", "user9", "user9", "user10", "user10", "user3",
+    "int_divz", "int_divz", "user11", "user12",
+];
+
+/// [`TRAPS`]' functions that read or write through their argument.
+const THROUGH_POINTER: [usize; 4] = [3, 4, 12, 13];
+
+const STACK_MAPS: Fixture = Fixture {
+    file: "stack_maps.clif",
+    imports: &["gc_point"],
+    functions: &[
+        ("one_root", Linkage::Export),
+        ("one_root_again", Linkage::Local),
+        ("first_of_two", Linkage::Export),
+        ("second_of_two", Linkage::Export),
+        ("root_plus_1000", Linkage::Export),
+        ("root_plus_2000", Linkage::Export),
+        ("root_times_3", Linkage::Preemptible),
+        ("root_times_3_again", Linkage::Preemptible),
+        ("two_frames", Linkage::Export),
+    ],
+    merges: Merges {
+        folds: &[(1, 0)],
+        through: &[(8, 0)],
+        apart: &[(3, 2)],
+        preemptible: &[(6, 7)],
+        similar: &[(4, 5)],
+    },
+};
+
+/// One build of a module.
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    /// Every function defined by the JIT itself, as without the merger.
+    Unmerged,
+    /// Through `MergingModule` in `mode`, with or without merge-similar.
+    Merged { mode: MergeMode, similar: bool },
+}
+
+impl Build {
+    const ALL: [Build; 5] = [
+        Build::Unmerged,
+        Build::Merged {
+            mode: MergeMode::Trampolines,
+            similar: false,
+        },
+        Build::Merged {
+            mode: MergeMode::Aliases,
+            similar: false,
+        },
+        Build::Merged {
+            mode: MergeMode::Trampolines,
+            similar: true,
+        },
+        Build::Merged {
+            mode: MergeMode::Aliases,
+            similar: true,
+        },
+    ];
+}
+
+/// A body in the embedder's tables: where it is, its traps and its stack maps by offset.
+#[derive(Clone)]
+struct Body {
+    id: FuncId,
+    start: usize,
+    len: usize,
+    traps: BTreeMap<u32, TrapCode>,
+    /// By return address: the offsets from the stack pointer of the frame's roots.
+    stack_maps: BTreeMap<u32, Vec<u32>>,
+}
+
+impl Body {
+    fn new(id: FuncId, start: *const u8, code: &CompiledCode) -> Body {
+        Body {
+            id,
+            start: start as usize,
+            len: code.buffer.data().len(),
+            traps: code
+                .buffer
+                .traps()
+                .iter()
+                .map(|t| (t.offset, t.code))
+                .collect(),
+            stack_maps: code
+                .buffer
+                .user_stack_maps()
+                .iter()
+                .map(|(at, _, map)| (*at, map.entries().map(|(_, offset)| offset).collect()))
+                .collect(),
+        }
+    }
+
+    fn holds(&self, address: usize) -> bool {
+        (self.start..self.start + self.len).contains(&address)
+    }
+}
+
+/// A finalized build: the module (its code stays mapped while it lives), each function's
+/// entry, the tables an embedder builds, and what the merger did.
+struct Finalized {
+    _module: JITModule,
+    entries: Vec<extern "C" fn(i64) -> i64>,
+    table: Vec<Body>,
+    merged: Option<MergedFacts>,
+}
+
+/// What the merger did, by function index.
+struct MergedFacts {
+    ids: Vec<FuncId>,
+    actions: Vec<Action>,
+    bodies: Vec<FuncId>,
+    /// The bodies of the table that no name of ours stands for.
+    anonymous: Vec<FuncId>,
+}
+
+fn parse(fixture: &Fixture) -> Vec<Function> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/compiled_metadata")
+        .join(fixture.file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let functions = cranelift_reader::parse_functions(&text).unwrap();
+    assert_eq!(functions.len(), fixture.functions.len(), "{}", fixture.file);
+    functions
+}
+
+/// Declare the imports (`fn(i64)`), then the functions; the functions' ids.
+fn declare_all(module: &mut dyn Module, fixture: &Fixture, functions: &[Function]) -> Vec<FuncId> {
+    let mut import = module.make_signature();
+    import.params.push(AbiParam::new(I64));
+    for (n, name) in fixture.imports.iter().enumerate() {
+        let id = module
+            .declare_function(name, Linkage::Import, &import)
+            .unwrap();
+        assert_eq!(id.as_u32() as usize, n, "{name} is u0:{n}");
+    }
+    fixture
+        .functions
+        .iter()
+        .zip(functions)
+        .enumerate()
+        .map(|(n, (&(name, linkage), func))| {
+            let id = module
+                .declare_function(name, linkage, &func.signature)
+                .unwrap();
+            let want = fixture.imports.len() + n;
+            assert_eq!(id.as_u32() as usize, want, "{name} is u0:{want}");
+            id
+        })
+        .collect()
+}
+
+fn entries(module: &JITModule, ids: &[FuncId]) -> Vec<extern "C" fn(i64) -> i64> {
+    ids.iter()
+        // SAFETY: every function of the fixtures is `fn(i64) -> i64` in System V.
+        .map(|&id| unsafe { std::mem::transmute(module.get_finalized_function(id)) })
+        .collect()
+}
+
+/// Build `fixture` as `build` in a JIT whose imports resolve to `imports`.
+fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized {
+    let functions = parse(fixture);
+    let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
+    for (name, &address) in fixture.imports.iter().zip(imports) {
+        builder.symbol(*name, address);
+    }
+    let jit = JITModule::new(builder);
+    match build {
+        Build::Unmerged => {
+            let mut module = jit;
+            let ids = declare_all(&mut module, fixture, &functions);
+            let mut code = Vec::new();
+            for (&id, func) in ids.iter().zip(functions) {
+                let mut ctx = Context::for_function(func);
+                module.define_function(id, &mut ctx).unwrap();
+                code.push((id, ctx.compiled_code().unwrap().clone()));
+            }
+            module.finalize_definitions().unwrap();
+            let table = code
+                .iter()
+                .map(|(id, code)| Body::new(*id, module.get_finalized_function(*id), code))
+                .collect();
+            Finalized {
+                entries: entries(&module, &ids),
+                _module: module,
+                table,
+                merged: None,
+            }
+        }
+        Build::Merged { mode, similar } => {
+            let options = MergeOptions {
+                mode,
+                ..MergeOptions::default()
+            };
+            let mut module = MergingModule::new(jit, options).unwrap();
+            if similar {
+                // Without the cost model, which may find these bodies too small to share.
+                module = module.with_merge_similar(SimilarOptions {
+                    cost_model: false,
+                    ..SimilarOptions::default()
+                });
+            }
+            let ids = declare_all(&mut module, fixture, &functions);
+            for (&id, func) in ids.iter().zip(functions) {
+                module
+                    .define_function(id, &mut Context::for_function(func))
+                    .unwrap();
+            }
+            let done = module.finalize_definitions().unwrap();
+            let (module, merged) = (done.module, done.merged);
+            let table: Vec<Body> = merged
+                .defined_code()
+                .map(|(id, code)| Body::new(id, module.get_finalized_function(id), code))
+                .collect();
+            // What `compiled_code(id)` says agrees with the table, at the body's address.
+            for &id in &ids {
+                if let Some(code) = merged.compiled_code(id) {
+                    let body = module.get_finalized_function(merged.body_of(id)) as usize;
+                    let row = table.iter().find(|b| b.start == body);
+                    let row = row.unwrap_or_else(|| panic!("{build:?}: {id}'s body in the table"));
+                    assert_eq!(row.len, code.buffer.data().len(), "{build:?}: {id}");
+                }
+            }
+            let decls = module.declarations();
+            let facts = MergedFacts {
+                actions: ids.iter().map(|&id| merged.action(id)).collect(),
+                bodies: ids.iter().map(|&id| merged.body_of(id)).collect(),
+                anonymous: table
+                    .iter()
+                    .map(|b| b.id)
+                    .filter(|&id| decls.get_function_decl(id).name.is_none())
+                    .collect(),
+                ids,
+            };
+            Finalized {
+                entries: entries(&module, &facts.ids),
+                _module: module,
+                table,
+                merged: Some(facts),
+            }
+        }
+    }
+}
+
+/// The merges `merges` promises, so that the events ran in folded and shared code and not
+/// only in each function's own: `ran_in` is the body each function's fault or innermost
+/// walked frame was in, by function index.
+fn check_what_merged(build: Build, merges: &Merges, facts: &MergedFacts, ran_in: &[FuncId]) {
+    let Build::Merged { similar, .. } = build else {
+        return;
+    };
+    let id = |n: usize| facts.ids[n];
+    for &(folded, kept) in merges.folds {
+        assert_eq!(facts.bodies[folded], id(kept), "{build:?}: {folded} folds");
+        assert_ne!(facts.actions[folded], Action::Keep, "{build:?}: {folded}");
+        assert_eq!(
+            ran_in[folded],
+            id(kept),
+            "{build:?}: {folded} ran in the kept body"
+        );
+    }
+    for &(caller, callee) in merges.through {
+        assert_eq!(
+            ran_in[caller],
+            id(callee),
+            "{build:?}: {caller} ran in its callee's"
+        );
+    }
+    for &(a, b) in merges.apart {
+        for n in [a, b] {
+            assert_eq!(facts.actions[n], Action::Keep, "{build:?}: {n} kept");
+            assert_eq!(ran_in[n], id(n), "{build:?}: {n} ran in its own body");
+        }
+    }
+    let mut shared = merges.preemptible.to_vec();
+    if similar {
+        shared.extend(merges.similar);
+    }
+    for &(a, b) in &shared {
+        assert_eq!(ran_in[a], ran_in[b], "{build:?}: {a} and {b} share a body");
+        assert!(
+            facts.anonymous.contains(&ran_in[a]),
+            "{build:?}: {a} ran in an anonymous body, not {}",
+            ran_in[a]
+        );
+    }
+    for &(a, b) in merges.preemptible {
+        assert_eq!(facts.bodies[a], ran_in[a], "{build:?}: {a}'s body_of");
+        assert_eq!(facts.bodies[b], ran_in[b], "{build:?}: {b}'s body_of");
+    }
+    assert_eq!(
+        facts.anonymous.len(),
+        shared.len(),
+        "{build:?}: anonymous bodies"
+    );
+}
+
+// ---- Traps -------------------------------------------------------------------------------
+
+/// How a call in a child ended.
+#[derive(Debug, PartialEq)]
+enum Ended {
+    Returned(i64),
+    /// The signal, and the program counter it was raised at.
+    Faulted(i32, usize),
+}
+
+/// The write end of the pipe to the parent, in the child.
+static TO_PARENT: AtomicI32 = AtomicI32::new(-1);
+
+/// A record: a kind byte (`R` returned, `F` faulted), the signal, then the value.
+fn send(kind: u8, signal: i32, value: u64) {
+    let mut record = [0u8; 16];
+    record[0] = kind;
+    record[4..8].copy_from_slice(&signal.to_le_bytes());
+    record[8..16].copy_from_slice(&value.to_le_bytes());
+    let fd = TO_PARENT.load(Ordering::Relaxed);
+    // SAFETY: writing a buffer of ours; async-signal-safe.
+    unsafe { libc::write(fd, record.as_ptr().cast(), record.len()) };
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn program_counter(context: *mut libc::c_void) -> usize {
+    (*(context as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+}
+
+#[cfg(target_arch = "aarch64")]
+unsafe fn program_counter(context: *mut libc::c_void) -> usize {
+    (*(context as *const libc::ucontext_t)).uc_mcontext.pc as usize
+}
+
+extern "C" fn on_fault(signal: i32, _info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes the interrupted context.
+    let pc = unsafe { program_counter(context) };
+    send(b'F', signal, pc as u64);
+    // SAFETY: leaving the child at once; nothing of it is needed after the fault.
+    unsafe { libc::_exit(0) };
+}
+
+const FAULTS: [i32; 5] = [
+    libc::SIGILL,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGTRAP,
+];
+
+/// Call `entry(arg)` in a forked child, whose handler reports a fault's program counter.
+/// The child does nothing that may allocate or lock: it installs the handlers, sets an
+/// alarm, calls, writes and exits.
+fn call_in_child(entry: extern "C" fn(i64) -> i64, arg: i64) -> Ended {
+    let mut fds = [0i32; 2];
+    // SAFETY: plain system calls on our own descriptors; the child below only makes
+    // async-signal-safe calls and runs the JIT's code.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            libc::close(fds[0]);
+            TO_PARENT.store(fds[1], Ordering::Relaxed);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction =
+                on_fault as extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) as usize;
+            action.sa_flags = libc::SA_SIGINFO;
+            for signal in FAULTS {
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+            libc::alarm(20);
+            let value = entry(arg);
+            send(b'R', 0, value as u64);
+            libc::_exit(0);
+        }
+        libc::close(fds[1]);
+        let mut record = [0u8; 16];
+        let mut got = 0;
+        while got < record.len() {
+            let n = libc::read(
+                fds[0],
+                record[got..].as_mut_ptr().cast(),
+                record.len() - got,
+            );
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        assert!(
+            got == record.len() && libc::WIFEXITED(status),
+            "the child ended without a report (status {status:#x}, {got} bytes)"
+        );
+        let signal = i32::from_le_bytes(record[4..8].try_into().unwrap());
+        let value = u64::from_le_bytes(record[8..16].try_into().unwrap());
+        match record[0] {
+            b'R' => Ended::Returned(value as i64),
+            b'F' => Ended::Faulted(signal, value as usize),
+            other => panic!("a record of kind {other}"),
+        }
+    }
+}
+
+/// The trap code the table gives for a fault at `pc`, or why there is none.
+fn trap_at(table: &[Body], pc: usize) -> Result<(FuncId, TrapCode), String> {
+    let body = table
+        .iter()
+        .find(|b| b.holds(pc))
+        .ok_or_else(|| format!("{pc:#x} is in no body of the table"))?;
+    let offset = (pc - body.start) as u32;
+    body.traps
+        .get(&offset)
+        .map(|&code| (body.id, code))
+        .ok_or_else(|| format!("no trap at {}+{offset:#x}", body.id))
+}
+
+/// The arguments that do not fault: numbers, or for the functions that go through their
+/// argument, the address of a word of ours.
+fn arguments(n: usize, word: &mut i64) -> Vec<i64> {
+    if THROUGH_POINTER.contains(&n) {
+        vec![word as *mut i64 as i64]
+    } else {
+        vec![1, 7, -3, i64::MAX]
+    }
+}
+
+#[test]
+fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
+    let mut reference: Vec<Vec<i64>> = Vec::new();
+    for build in Build::ALL {
+        let finalized = finalize(build, &TRAPS, &[]);
+        // The body each function's fault was in.
+        let mut faulted_in = Vec::new();
+        for (n, &(name, _)) in TRAPS.functions.iter().enumerate() {
+            let entry = finalized.entries[n];
+            let ended = call_in_child(entry, 0);
+            let Ended::Faulted(signal, pc) = ended else {
+                panic!("{build:?}: {name}(0) did not fault: {ended:?}");
+            };
+            let (body, found) = trap_at(&finalized.table, pc)
+                .unwrap_or_else(|e| panic!("{build:?}: {name}(0) faulted ({signal}): {e}"));
+            assert_eq!(
+                found.to_string(),
+                TRAP_CODES[n],
+                "{build:?}: {name}(0) faulted in {body}, which the table says is trap {found}"
+            );
+            faulted_in.push(body);
+            // Called with other arguments, it returns what it returned unmerged. The word
+            // that the pointer functions load and add to starts at the same value in every
+            // build; the child's writes stay in the child.
+            let mut word = 0x5eed;
+            let results: Vec<i64> = arguments(n, &mut word)
+                .into_iter()
+                .map(|arg| match call_in_child(entry, arg) {
+                    Ended::Returned(v) => v,
+                    ended => panic!("{build:?}: {name}({arg}) ended {ended:?}"),
+                })
+                .collect();
+            match build {
+                Build::Unmerged => reference.push(results),
+                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
+            }
+        }
+        if let Some(facts) = &finalized.merged {
+            check_what_merged(build, &TRAPS.merges, facts, &faulted_in);
+        }
+    }
+}
+
+// ---- Stack maps --------------------------------------------------------------------------
+
+/// A moving collector at `gc_point`: it walks the frames of the code in its table above
+/// it and moves each root their stack maps name.
+#[cfg(target_arch = "x86_64")]
+mod collector {
+    use std::cell::RefCell;
+
+    use cranelift_module::FuncId;
+
+    use super::Body;
+
+    /// What the collector adds to a root it moves.
+    pub const MOVED_BY: i64 = 1 << 32;
+
+    thread_local! {
+        /// The tables of the build running on this thread.
+        static TABLE: RefCell<Vec<Body>> = const { RefCell::new(Vec::new()) };
+        /// The bodies of the frames the last collection walked, innermost first.
+        static WALKED: RefCell<Vec<FuncId>> = const { RefCell::new(Vec::new()) };
+    }
+
+    // `gc_point(x)`: the return address and the caller's frame pointer, as they are at
+    // the call, handed to `walk`, which returns to the caller itself.
+    std::arch::global_asm!(
+        ".text",
+        ".p2align 4",
+        ".globl clif_merge_test_gc_point",
+        "clif_merge_test_gc_point:",
+        "mov rsi, rsp",
+        "mov rdx, rbp",
+        "jmp {walk}",
+        walk = sym walk,
+    );
+
+    extern "C" {
+        fn clif_merge_test_gc_point(x: i64);
+    }
+
+    /// The address the fixtures' `gc_point` import resolves to.
+    pub fn gc_point() -> *const u8 {
+        clif_merge_test_gc_point as *const u8
+    }
+
+    /// Walk from the frame of `gc_point`'s caller, whose return address is at
+    /// `return_address` and whose frame pointer is `frame`, through every frame of the
+    /// table's code (Cranelift's frame record: the caller's frame pointer at `[fp]`, the
+    /// return address into it at `[fp + 8]`, the caller's stack pointer at that return
+    /// address `fp + 16`).
+    extern "C" fn walk(_x: i64, return_address: *const usize, mut frame: *const usize) {
+        TABLE.with_borrow(|table| {
+            let mut walked = Vec::new();
+            // SAFETY: the frames are the JIT code's, which keeps frame pointers; the walk
+            // stops at the first return address outside the table's code.
+            unsafe {
+                let mut at = *return_address;
+                let mut sp = return_address as usize + 8;
+                while let Some(body) = table.iter().find(|b| b.holds(at)) {
+                    walked.push(body.id);
+                    let offset = (at - body.start) as u32;
+                    for &root in body.stack_maps.get(&offset).into_iter().flatten() {
+                        let root = (sp + root as usize) as *mut i64;
+                        root.write(root.read().wrapping_add(MOVED_BY));
+                    }
+                    at = *frame.add(1);
+                    sp = frame as usize + 16;
+                    frame = *frame as *const usize;
+                }
+            }
+            WALKED.set(walked);
+        });
+    }
+
+    /// Run `calls` with `table` as the collector's.
+    pub fn with_table<T>(table: &[Body], calls: impl FnOnce() -> T) -> T {
+        TABLE.set(table.to_vec());
+        let result = calls();
+        TABLE.set(Vec::new());
+        result
+    }
+
+    /// The bodies the last collection walked, innermost first.
+    pub fn walked() -> Vec<FuncId> {
+        WALKED.take()
+    }
+}
+
+/// What each of [`STACK_MAPS`]' functions returns when the collector moves its roots.
+#[cfg(target_arch = "x86_64")]
+fn with_roots_moved(n: usize, x: i64) -> i64 {
+    let moved = collector::MOVED_BY;
+    match n {
+        0 | 1 => x + moved,
+        2 => moved - 1,
+        3 => -(moved + 1),
+        4 => x + moved + 1000,
+        5 => x + moved + 2000,
+        6 | 7 => 3 * (x + moved),
+        8 => (x + moved) + (x + 7 + moved),
+        _ => unreachable!("{n}"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_collector_walking_merged_frames_finds_every_root_by_the_stack_maps() {
+    let mut reference: Vec<Vec<i64>> = Vec::new();
+    for build in Build::ALL {
+        let finalized = finalize(build, &STACK_MAPS, &[collector::gc_point()]);
+        // The body of the innermost frame each function's collection walked.
+        let mut walked_in = Vec::new();
+        for (n, &(name, _)) in STACK_MAPS.functions.iter().enumerate() {
+            let entry = finalized.entries[n];
+            let (results, walks): (Vec<i64>, Vec<Vec<FuncId>>) =
+                collector::with_table(&finalized.table, || {
+                    [1i64, 7, -3, 1 << 40]
+                        .into_iter()
+                        .map(|x| (entry(x), collector::walked()))
+                        .unzip()
+                });
+            let want = if n == 8 { 2 } else { 1 };
+            for walk in &walks {
+                assert_eq!(
+                    walk.len(),
+                    want,
+                    "{build:?}: {name}'s frames walked: {walk:?}"
+                );
+            }
+            walked_in.push(walks[0][0]);
+            match build {
+                Build::Unmerged => {
+                    let moved: Vec<i64> = [1i64, 7, -3, 1 << 40]
+                        .into_iter()
+                        .map(|x| with_roots_moved(n, x))
+                        .collect();
+                    assert_eq!(results, moved, "{name}: the roots moved");
+                    reference.push(results);
+                }
+                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
+            }
+        }
+        if let Some(facts) = &finalized.merged {
+            check_what_merged(build, &STACK_MAPS.merges, facts, &walked_in);
+        }
+    }
+}
