@@ -1,10 +1,12 @@
 //! What an embedder reads about merged code besides its bytes, checked by running it: the
-//! trap code of a fault, and the stack maps of a collector's walk.
+//! trap code of a fault, the stack maps of a collector's walk, and the exception handlers
+//! of an unwinder's.
 //!
 //! A compiler that runs its code (a Wasm runtime, say) builds tables from what
 //! `Context::compile` returned for each body, at the address where the module put it: a
-//! signal handler asks which trap a faulting instruction was, and a collector walking the
-//! stack asks which slots of each frame hold references. Through the merger, those tables
+//! signal handler asks which trap a faulting instruction was, a collector walking the
+//! stack asks which slots of each frame hold references, and an unwinder which handler of
+//! a call site catches an exception's tag. Through the merger, those tables
 //! are built from [`Merged::defined_code`]: every body it compiled, each at its id's address,
 //! merge-similar's shared bodies and a preemptible group's local body among them, which no
 //! name of the compiler's stands for.
@@ -22,13 +24,17 @@
 //! - `stack_maps.clif` (x86_64): functions that keep references in stack slots across a
 //!   call to a collector, which walks the frames above it by their frame pointers and
 //!   moves every root their stack maps name; each function returns its roots reloaded.
+//! - `exceptions.clif` (x86_64): functions whose `try_call`s catch tags of a runtime's
+//!   `throw`, which walks the frames the same way and resumes at the first handler for its
+//!   tag with a payload, as Wasmtime's unwinder does; a throw that nothing catches
+//!   returns. Each function returns what its handler or normal return computed.
 //!
 //! In every build, every function must return what it returns unmerged, and the merges the
 //! fixture's comments promise must have happened, with the fault or the walk in the body
 //! they say, so that the test cannot pass without folded and shared code.
 //!
 //! Only on Linux x86_64 and aarch64 hosts (the signal handler reads the program counter
-//! from the signal's context; the collector's entry is x86_64 assembly).
+//! from the signal's context; the runtime's entries are x86_64 assembly).
 
 #![cfg(all(
     target_os = "linux",
@@ -42,8 +48,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use clif_merge::merge::similar::SimilarOptions;
 use clif_merge::merging_module::MergingModule;
 use clif_merge::{Action, MergeMode, MergeOptions};
-use cranelift_codegen::ir::{types::I64, AbiParam, Function, TrapCode};
-use cranelift_codegen::{CompiledCode, Context};
+use cranelift_codegen::ir::{types::I64, AbiParam, Function, Signature, TrapCode};
+use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::{CompiledCode, Context, FinalizedMachExceptionHandler};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
@@ -51,7 +58,8 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 /// functions (`u0:N` after them) by name and linkage.
 struct Fixture {
     file: &'static str,
-    imports: &'static [&'static str],
+    /// Imports by name and calling convention, each `fn(i64)`.
+    imports: &'static [(&'static str, CallConv)],
     functions: &'static [(&'static str, Linkage)],
     /// What merging does with the functions, by their index in `functions`.
     merges: Merges,
@@ -110,7 +118,7 @@ const THROUGH_POINTER: [usize; 4] = [3, 4, 12, 13];
 
 const STACK_MAPS: Fixture = Fixture {
     file: "stack_maps.clif",
-    imports: &["gc_point"],
+    imports: &[("gc_point", CallConv::SystemV)],
     functions: &[
         ("one_root", Linkage::Export),
         ("one_root_again", Linkage::Local),
@@ -128,6 +136,28 @@ const STACK_MAPS: Fixture = Fixture {
         apart: &[(3, 2)],
         preemptible: &[(6, 7)],
         similar: &[(4, 5)],
+    },
+};
+
+const EXCEPTIONS: Fixture = Fixture {
+    file: "exceptions.clif",
+    imports: &[("throw", CallConv::Tail)],
+    functions: &[
+        ("catch_1", Linkage::Export),
+        ("catch_1_again", Linkage::Local),
+        ("catch_2", Linkage::Export),
+        ("catch_1_minus_1000", Linkage::Export),
+        ("catch_1_minus_2000", Linkage::Export),
+        ("catch_1_times_3", Linkage::Preemptible),
+        ("catch_1_times_3_again", Linkage::Preemptible),
+        ("outer", Linkage::Export),
+    ],
+    merges: Merges {
+        folds: &[(1, 0)],
+        through: &[(7, 0)],
+        apart: &[(2, 0)],
+        preemptible: &[(5, 6)],
+        similar: &[(3, 4)],
     },
 };
 
@@ -171,6 +201,8 @@ struct Body {
     traps: BTreeMap<u32, TrapCode>,
     /// By return address: the offsets from the stack pointer of the frame's roots.
     stack_maps: BTreeMap<u32, Vec<u32>>,
+    /// By return address: the exception handlers of the call site.
+    handlers: BTreeMap<u32, Vec<FinalizedMachExceptionHandler>>,
 }
 
 impl Body {
@@ -190,6 +222,12 @@ impl Body {
                 .user_stack_maps()
                 .iter()
                 .map(|(at, _, map)| (*at, map.entries().map(|(_, offset)| offset).collect()))
+                .collect(),
+            handlers: code
+                .buffer
+                .call_sites()
+                .filter(|site| !site.exception_handlers.is_empty())
+                .map(|site| (site.ret_addr, site.exception_handlers.to_vec()))
                 .collect(),
         }
     }
@@ -227,11 +265,11 @@ fn parse(fixture: &Fixture) -> Vec<Function> {
     functions
 }
 
-/// Declare the imports (`fn(i64)`), then the functions; the functions' ids.
+/// Declare the imports, then the functions; the functions' ids.
 fn declare_all(module: &mut dyn Module, fixture: &Fixture, functions: &[Function]) -> Vec<FuncId> {
-    let mut import = module.make_signature();
-    import.params.push(AbiParam::new(I64));
-    for (n, name) in fixture.imports.iter().enumerate() {
+    for (n, &(name, call_conv)) in fixture.imports.iter().enumerate() {
+        let mut import = Signature::new(call_conv);
+        import.params.push(AbiParam::new(I64));
         let id = module
             .declare_function(name, Linkage::Import, &import)
             .unwrap();
@@ -264,8 +302,8 @@ fn entries(module: &JITModule, ids: &[FuncId]) -> Vec<extern "C" fn(i64) -> i64>
 fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized {
     let functions = parse(fixture);
     let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
-    for (name, &address) in fixture.imports.iter().zip(imports) {
-        builder.symbol(*name, address);
+    for (&(name, _), &address) in fixture.imports.iter().zip(imports) {
+        builder.symbol(name, address);
     }
     let jit = JITModule::new(builder);
     match build {
@@ -347,33 +385,28 @@ fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized
 
 /// The merges `merges` promises, so that the events ran in folded and shared code and not
 /// only in each function's own: `ran_in` is the body each function's fault or innermost
-/// walked frame was in, by function index.
+/// walked frame was in, by function index. With merge-similar, whose alignment merging may
+/// also give functions of other shapes one body, only what it must do is checked: the
+/// pairs that differ in a constant run in an anonymous body, and what folds or calls runs
+/// where its twin or callee does.
 fn check_what_merged(build: Build, merges: &Merges, facts: &MergedFacts, ran_in: &[FuncId]) {
     let Build::Merged { similar, .. } = build else {
         return;
     };
     let id = |n: usize| facts.ids[n];
     for &(folded, kept) in merges.folds {
-        assert_eq!(facts.bodies[folded], id(kept), "{build:?}: {folded} folds");
         assert_ne!(facts.actions[folded], Action::Keep, "{build:?}: {folded}");
+        assert_eq!(facts.bodies[folded], id(kept), "{build:?}: {folded} folds");
         assert_eq!(
-            ran_in[folded],
-            id(kept),
-            "{build:?}: {folded} ran in the kept body"
+            ran_in[folded], ran_in[kept],
+            "{build:?}: {folded} ran in {kept}'s"
         );
     }
     for &(caller, callee) in merges.through {
         assert_eq!(
-            ran_in[caller],
-            id(callee),
-            "{build:?}: {caller} ran in its callee's"
+            ran_in[caller], ran_in[callee],
+            "{build:?}: {caller} in {callee}'s"
         );
-    }
-    for &(a, b) in merges.apart {
-        for n in [a, b] {
-            assert_eq!(facts.actions[n], Action::Keep, "{build:?}: {n} kept");
-            assert_eq!(ran_in[n], id(n), "{build:?}: {n} ran in its own body");
-        }
     }
     let mut shared = merges.preemptible.to_vec();
     if similar {
@@ -387,13 +420,29 @@ fn check_what_merged(build: Build, merges: &Merges, facts: &MergedFacts, ran_in:
             ran_in[a]
         );
     }
+    if similar {
+        return;
+    }
+    for &(folded, kept) in merges.folds {
+        assert_eq!(
+            ran_in[folded],
+            id(kept),
+            "{build:?}: {folded} ran in the kept body"
+        );
+    }
+    for &(a, b) in merges.apart {
+        for n in [a, b] {
+            assert_eq!(facts.actions[n], Action::Keep, "{build:?}: {n} kept");
+            assert_eq!(ran_in[n], id(n), "{build:?}: {n} ran in its own body");
+        }
+    }
     for &(a, b) in merges.preemptible {
         assert_eq!(facts.bodies[a], ran_in[a], "{build:?}: {a}'s body_of");
         assert_eq!(facts.bodies[b], ran_in[b], "{build:?}: {b}'s body_of");
     }
     assert_eq!(
         facts.anonymous.len(),
-        shared.len(),
+        merges.preemptible.len(),
         "{build:?}: anonymous bodies"
     );
 }
@@ -571,14 +620,17 @@ fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
     }
 }
 
-// ---- Stack maps --------------------------------------------------------------------------
+// ---- A runtime: a collector and an unwinder over the tables ------------------------------
 
-/// A moving collector at `gc_point`: it walks the frames of the code in its table above
-/// it and moves each root their stack maps name.
+/// The runtime's imports, `gc_point(x)` and `throw(tag)`: each walks the frames of the
+/// code in the table of its thread, from its caller's up, by their frame pointers
+/// (Cranelift's frame record: the caller's frame pointer at `[fp]`, the return address
+/// into it at `[fp + 8]`, the caller's stack pointer at that return address `fp + 16`).
 #[cfg(target_arch = "x86_64")]
-mod collector {
+mod runtime {
     use std::cell::RefCell;
 
+    use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
     use cranelift_module::FuncId;
 
     use super::Body;
@@ -586,15 +638,23 @@ mod collector {
     /// What the collector adds to a root it moves.
     pub const MOVED_BY: i64 = 1 << 32;
 
+    /// The payload of an exception of `tag`.
+    pub fn payload(tag: i64) -> i64 {
+        100 * tag
+    }
+
     thread_local! {
-        /// The tables of the build running on this thread.
+        /// The table of the build running on this thread.
         static TABLE: RefCell<Vec<Body>> = const { RefCell::new(Vec::new()) };
-        /// The bodies of the frames the last collection walked, innermost first.
+        /// The bodies of the frames the last walk went through, innermost first.
         static WALKED: RefCell<Vec<FuncId>> = const { RefCell::new(Vec::new()) };
     }
 
-    // `gc_point(x)`: the return address and the caller's frame pointer, as they are at
-    // the call, handed to `walk`, which returns to the caller itself.
+    // Each entry hands the return address's place and its caller's frame pointer, as
+    // they are at the call, to a Rust function, which returns to the caller itself.
+    // `resume(pc, sp, fp, payload)` enters an exception handler as Cranelift expects
+    // it: the stack and frame pointers of the call site's frame, the payload in rax and
+    // rdx.
     std::arch::global_asm!(
         ".text",
         ".p2align 4",
@@ -602,12 +662,29 @@ mod collector {
         "clif_merge_test_gc_point:",
         "mov rsi, rsp",
         "mov rdx, rbp",
-        "jmp {walk}",
-        walk = sym walk,
+        "jmp {collect}",
+        ".p2align 4",
+        ".globl clif_merge_test_throw",
+        "clif_merge_test_throw:",
+        "mov rsi, rsp",
+        "mov rdx, rbp",
+        "jmp {throw}",
+        ".p2align 4",
+        ".globl clif_merge_test_resume",
+        "clif_merge_test_resume:",
+        "mov rsp, rsi",
+        "mov rbp, rdx",
+        "mov rax, rcx",
+        "xor edx, edx",
+        "jmp rdi",
+        collect = sym collect,
+        throw = sym throw,
     );
 
     extern "C" {
         fn clif_merge_test_gc_point(x: i64);
+        fn clif_merge_test_throw(tag: i64);
+        fn clif_merge_test_resume(pc: usize, sp: usize, fp: usize, payload: i64) -> !;
     }
 
     /// The address the fixtures' `gc_point` import resolves to.
@@ -615,36 +692,82 @@ mod collector {
         clif_merge_test_gc_point as *const u8
     }
 
-    /// Walk from the frame of `gc_point`'s caller, whose return address is at
-    /// `return_address` and whose frame pointer is `frame`, through every frame of the
-    /// table's code (Cranelift's frame record: the caller's frame pointer at `[fp]`, the
-    /// return address into it at `[fp + 8]`, the caller's stack pointer at that return
-    /// address `fp + 16`).
-    extern "C" fn walk(_x: i64, return_address: *const usize, mut frame: *const usize) {
-        TABLE.with_borrow(|table| {
-            let mut walked = Vec::new();
-            // SAFETY: the frames are the JIT code's, which keeps frame pointers; the walk
-            // stops at the first return address outside the table's code.
-            unsafe {
-                let mut at = *return_address;
-                let mut sp = return_address as usize + 8;
-                while let Some(body) = table.iter().find(|b| b.holds(at)) {
-                    walked.push(body.id);
-                    let offset = (at - body.start) as u32;
-                    for &root in body.stack_maps.get(&offset).into_iter().flatten() {
-                        let root = (sp + root as usize) as *mut i64;
-                        root.write(root.read().wrapping_add(MOVED_BY));
-                    }
-                    at = *frame.add(1);
-                    sp = frame as usize + 16;
-                    frame = *frame as *const usize;
-                }
-            }
-            WALKED.set(walked);
-        });
+    /// The address the fixtures' `throw` import resolves to.
+    pub fn throw_entry() -> *const u8 {
+        clif_merge_test_throw as *const u8
     }
 
-    /// Run `calls` with `table` as the collector's.
+    /// Walk the frames of the table's code from the one whose return address is at
+    /// `return_address` and whose frame pointer is `frame`, calling `visit` with each
+    /// frame's body, the return address's offset in it, and the frame's stack and frame
+    /// pointers at that return address, until it gives a result; the bodies walked are
+    /// kept for [`walked`].
+    ///
+    /// # Safety
+    /// The frames are the JIT code's, which keeps frame pointers; the walk stops at the
+    /// first return address outside the table's code.
+    unsafe fn walk<T>(
+        return_address: *const usize,
+        mut frame: *const usize,
+        mut visit: impl FnMut(&Body, u32, usize, usize) -> Option<T>,
+    ) -> Option<T> {
+        TABLE.with_borrow(|table| {
+            let mut walked = Vec::new();
+            let mut at = *return_address;
+            let mut sp = return_address as usize + 8;
+            let mut found = None;
+            while let Some(body) = table.iter().find(|b| b.holds(at)) {
+                walked.push(body.id);
+                found = visit(body, (at - body.start) as u32, sp, frame as usize);
+                if found.is_some() {
+                    break;
+                }
+                at = *frame.add(1);
+                sp = frame as usize + 16;
+                frame = *frame as *const usize;
+            }
+            WALKED.set(walked);
+            found
+        })
+    }
+
+    /// `gc_point`: move every root the stack maps of the frames name.
+    extern "C" fn collect(_x: i64, return_address: *const usize, frame: *const usize) {
+        // SAFETY: called by `gc_point` from the JIT code.
+        unsafe {
+            walk(return_address, frame, |body, offset, sp, _| {
+                for &root in body.stack_maps.get(&offset).into_iter().flatten() {
+                    let root = (sp + root as usize) as *mut i64;
+                    root.write(root.read().wrapping_add(MOVED_BY));
+                }
+                None::<()>
+            });
+        }
+    }
+
+    /// `throw`: resume at the first handler for `tag` of a call site in the frames
+    /// (a `default` handler takes any tag), or return when there is none.
+    extern "C" fn throw(tag: i64, return_address: *const usize, frame: *const usize) {
+        // SAFETY: called by `throw` from the JIT code.
+        let handler = unsafe {
+            walk(return_address, frame, |body, offset, sp, fp| {
+                let pc = body.handlers.get(&offset)?.iter().find_map(|h| match *h {
+                    Handler::Tag(t, pc) if i64::from(t.as_u32()) == tag => Some(pc),
+                    Handler::Default(pc) => Some(pc),
+                    Handler::Tag(..) | Handler::Context(_) => None,
+                })?;
+                Some((body.start + pc as usize, sp, fp))
+            })
+        };
+        // Every borrow and allocation of the walk is over: nothing of this frame is
+        // needed after the jump.
+        if let Some((pc, sp, fp)) = handler {
+            // SAFETY: `pc` is a handler of the call site whose frame `sp` and `fp` are.
+            unsafe { clif_merge_test_resume(pc, sp, fp, payload(tag)) }
+        }
+    }
+
+    /// Run `calls` with `table` as the runtime's.
     pub fn with_table<T>(table: &[Body], calls: impl FnOnce() -> T) -> T {
         TABLE.set(table.to_vec());
         let result = calls();
@@ -652,16 +775,31 @@ mod collector {
         result
     }
 
-    /// The bodies the last collection walked, innermost first.
+    /// The bodies the last walk went through, innermost first.
     pub fn walked() -> Vec<FuncId> {
         WALKED.take()
     }
 }
 
+/// Call `entry` on each of `args` with `table` as the runtime's: what each call returned,
+/// and the bodies its walk went through.
+#[cfg(target_arch = "x86_64")]
+fn run_with_runtime(
+    table: &[Body],
+    entry: extern "C" fn(i64) -> i64,
+    args: &[i64],
+) -> (Vec<i64>, Vec<Vec<FuncId>>) {
+    runtime::with_table(table, || {
+        args.iter().map(|&x| (entry(x), runtime::walked())).unzip()
+    })
+}
+
+// ---- Stack maps --------------------------------------------------------------------------
+
 /// What each of [`STACK_MAPS`]' functions returns when the collector moves its roots.
 #[cfg(target_arch = "x86_64")]
 fn with_roots_moved(n: usize, x: i64) -> i64 {
-    let moved = collector::MOVED_BY;
+    let moved = runtime::MOVED_BY;
     match n {
         0 | 1 => x + moved,
         2 => moved - 1,
@@ -679,18 +817,12 @@ fn with_roots_moved(n: usize, x: i64) -> i64 {
 fn a_collector_walking_merged_frames_finds_every_root_by_the_stack_maps() {
     let mut reference: Vec<Vec<i64>> = Vec::new();
     for build in Build::ALL {
-        let finalized = finalize(build, &STACK_MAPS, &[collector::gc_point()]);
+        let finalized = finalize(build, &STACK_MAPS, &[runtime::gc_point()]);
         // The body of the innermost frame each function's collection walked.
         let mut walked_in = Vec::new();
         for (n, &(name, _)) in STACK_MAPS.functions.iter().enumerate() {
             let entry = finalized.entries[n];
-            let (results, walks): (Vec<i64>, Vec<Vec<FuncId>>) =
-                collector::with_table(&finalized.table, || {
-                    [1i64, 7, -3, 1 << 40]
-                        .into_iter()
-                        .map(|x| (entry(x), collector::walked()))
-                        .unzip()
-                });
+            let (results, walks) = run_with_runtime(&finalized.table, entry, &[1, 7, -3, 1 << 40]);
             let want = if n == 8 { 2 } else { 1 };
             for walk in &walks {
                 assert_eq!(
@@ -714,6 +846,53 @@ fn a_collector_walking_merged_frames_finds_every_root_by_the_stack_maps() {
         }
         if let Some(facts) = &finalized.merged {
             check_what_merged(build, &STACK_MAPS.merges, facts, &walked_in);
+        }
+    }
+}
+
+// ---- Exceptions --------------------------------------------------------------------------
+
+/// What each of [`EXCEPTIONS`]' functions returns when `tag` is thrown.
+#[cfg(target_arch = "x86_64")]
+fn with_tag_thrown(n: usize, tag: i64) -> i64 {
+    let caught = |t: i64, then: i64| if tag == t { then } else { -1 };
+    let payload = runtime::payload(tag);
+    match n {
+        0 | 1 => caught(1, payload + 1),
+        2 => caught(2, payload + 1),
+        3 => caught(1, payload - 1000),
+        4 => caught(1, payload - 2000),
+        5 | 6 => caught(1, payload * 3),
+        7 if tag == 2 => payload + 50,
+        7 => caught(1, payload + 1) + 7,
+        _ => unreachable!("{n}"),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() {
+    let tags = [1i64, 2, 3];
+    let mut reference: Vec<Vec<i64>> = Vec::new();
+    for build in Build::ALL {
+        let finalized = finalize(build, &EXCEPTIONS, &[runtime::throw_entry()]);
+        // The body of the innermost frame each function's throw of tag 1 walked.
+        let mut walked_in = Vec::new();
+        for (n, &(name, _)) in EXCEPTIONS.functions.iter().enumerate() {
+            let entry = finalized.entries[n];
+            let (results, walks) = run_with_runtime(&finalized.table, entry, &tags);
+            walked_in.push(walks[0][0]);
+            match build {
+                Build::Unmerged => {
+                    let want: Vec<i64> = tags.iter().map(|&t| with_tag_thrown(n, t)).collect();
+                    assert_eq!(results, want, "{name}: what the handlers returned");
+                    reference.push(results);
+                }
+                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
+            }
+        }
+        if let Some(facts) = &finalized.merged {
+            check_what_merged(build, &EXCEPTIONS.merges, facts, &walked_in);
         }
     }
 }
