@@ -29,6 +29,10 @@
 //!   tag with a payload, as Wasmtime's unwinder does; a throw that nothing catches
 //!   returns. Each function returns what its handler or normal return computed.
 //!
+//! An AOT compiler writes the same tables with offsets from each body's symbol: in objects
+//! for x86_64, aarch64 and x86_64 Windows, with and without PIC, every body of
+//! `defined_code` must be the code its id's symbol defines.
+//!
 //! In every build, every function must return what it returns unmerged, and the merges the
 //! fixture's comments promise must have happened, with the fault or the walk in the body
 //! they say, so that the test cannot pass without folded and shared code.
@@ -831,7 +835,11 @@ fn a_collector_walking_merged_frames_finds_every_root_by_the_stack_maps() {
                     "{build:?}: {name}'s frames walked: {walk:?}"
                 );
             }
-            walked_in.push(walks[0][0]);
+            walked_in.push(
+                *walks[0].first().unwrap_or_else(|| {
+                    panic!("{build:?}: {name}'s walk met no frame of the table")
+                }),
+            );
             match build {
                 Build::Unmerged => {
                     let moved: Vec<i64> = [1i64, 7, -3, 1 << 40]
@@ -881,7 +889,11 @@ fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() 
         for (n, &(name, _)) in EXCEPTIONS.functions.iter().enumerate() {
             let entry = finalized.entries[n];
             let (results, walks) = run_with_runtime(&finalized.table, entry, &tags);
-            walked_in.push(walks[0][0]);
+            walked_in.push(
+                *walks[0].first().unwrap_or_else(|| {
+                    panic!("{build:?}: {name}'s walk met no frame of the table")
+                }),
+            );
             match build {
                 Build::Unmerged => {
                     let want: Vec<i64> = tags.iter().map(|&t| with_tag_thrown(n, t)).collect();
@@ -893,6 +905,97 @@ fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() 
         }
         if let Some(facts) = &finalized.merged {
             check_what_merged(build, &EXCEPTIONS.merges, facts, &walked_in);
+        }
+    }
+}
+
+// ---- Objects -----------------------------------------------------------------------------
+
+/// The bytes a relocation of `kind` writes, which the object holds other than the code.
+fn relocated_bytes(kind: cranelift_codegen::binemit::Reloc) -> usize {
+    match kind {
+        cranelift_codegen::binemit::Reloc::Abs8 => 8,
+        _ => 4,
+    }
+}
+
+/// An AOT compiler writes its tables with offsets from each body's symbol: in an object,
+/// every body of `defined_code` must be the code its id's symbol defines, byte for byte
+/// but where a relocation writes, for every fixture, on x86_64 and aarch64 (ELF) and x86_64
+/// Windows (COFF, whose epilogues the merger rewrites), with and without PIC, in both modes
+/// with and without merge-similar, and the anonymous bodies among them.
+#[test]
+fn every_body_of_defined_code_is_the_code_of_its_symbol_in_an_object() {
+    use clif_merge::TargetInfo;
+    use cranelift_object::{ObjectBuilder, ObjectModule};
+
+    for triple in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-unknown-linux-gnu",
+        "x86_64-pc-windows-gnu",
+    ] {
+        for pic in ["true", "false"] {
+            let mut anonymous = 0;
+            for fixture in [&TRAPS, &STACK_MAPS, &EXCEPTIONS] {
+                for build in Build::ALL {
+                    let Build::Merged { mode, similar } = build else {
+                        continue;
+                    };
+                    let context = format!("{triple}, is_pic={pic}, {}, {build:?}", fixture.file);
+                    let isa = clif_merge::build_isa(
+                        &TargetInfo::from_triple_str(triple).unwrap(),
+                        &[("is_pic".to_string(), pic.to_string())],
+                    )
+                    .unwrap();
+                    let object = ObjectModule::new(
+                        ObjectBuilder::new(isa, "metadata", default_libcall_names()).unwrap(),
+                    );
+                    let options = MergeOptions {
+                        mode,
+                        ..MergeOptions::default()
+                    };
+                    let mut module = MergingModule::new(object, options).unwrap();
+                    if similar {
+                        module = module.with_merge_similar(SimilarOptions {
+                            cost_model: false,
+                            ..SimilarOptions::default()
+                        });
+                    }
+                    let functions = parse(fixture);
+                    let ids = declare_all(&mut module, fixture, &functions);
+                    for (&id, func) in ids.iter().zip(functions) {
+                        module
+                            .define_function(id, &mut Context::for_function(func))
+                            .unwrap();
+                    }
+                    let (product, merged) = module.finish().unwrap();
+                    let mut bodies = 0;
+                    for (id, code) in merged.defined_code() {
+                        let symbol = product.object.symbol(product.function_symbol(id));
+                        let object::write::SymbolSection::Section(section) = symbol.section else {
+                            panic!("{context}: {id} is not defined in a section");
+                        };
+                        let start = symbol.value as usize;
+                        let want = code.buffer.data();
+                        let data = product.object.section(section).data();
+                        let mut got = data[start..start + want.len()].to_vec();
+                        let mut want = want.to_vec();
+                        for reloc in code.buffer.relocs() {
+                            let at = reloc.offset as usize;
+                            for bytes in [&mut got, &mut want] {
+                                bytes[at..at + relocated_bytes(reloc.kind)].fill(0);
+                            }
+                        }
+                        assert_eq!(got, want, "{context}: {id}'s code");
+                        assert_eq!(symbol.size as usize, want.len(), "{context}: {id}'s size");
+                        bodies += 1;
+                        // The merger's own: declared anonymous, after the fixture's.
+                        anonymous += usize::from(!ids.contains(&id));
+                    }
+                    assert!(bodies >= ids.len() / 2, "{context}: {bodies} bodies");
+                }
+            }
+            assert!(anonymous > 0, "{triple}: anonymous bodies checked");
         }
     }
 }
