@@ -203,10 +203,12 @@ struct Body {
     start: usize,
     len: usize,
     traps: BTreeMap<u32, TrapCode>,
-    /// By return address: the offsets from the stack pointer of the frame's roots.
-    stack_maps: BTreeMap<u32, Vec<u32>>,
-    /// By return address: the exception handlers of the call site.
-    handlers: BTreeMap<u32, Vec<FinalizedMachExceptionHandler>>,
+    /// By return address: the distance from the frame pointer down to the stack pointer
+    /// at the call, and the offsets from that stack pointer of the frame's roots.
+    stack_maps: BTreeMap<u32, (u32, Vec<u32>)>,
+    /// By return address: the distance from the frame pointer down to the stack pointer
+    /// at the call, and the exception handlers of the call site.
+    handlers: BTreeMap<u32, (u32, Vec<FinalizedMachExceptionHandler>)>,
 }
 
 impl Body {
@@ -225,13 +227,18 @@ impl Body {
                 .buffer
                 .user_stack_maps()
                 .iter()
-                .map(|(at, _, map)| (*at, map.entries().map(|(_, offset)| offset).collect()))
+                .map(|(at, span, map)| {
+                    (*at, (*span, map.entries().map(|(_, offset)| offset).collect()))
+                })
                 .collect(),
             handlers: code
                 .buffer
                 .call_sites()
                 .filter(|site| !site.exception_handlers.is_empty())
-                .map(|site| (site.ret_addr, site.exception_handlers.to_vec()))
+                .map(|site| {
+                    let frame_offset = site.frame_offset.expect("a try_call's frame offset");
+                    (site.ret_addr, (frame_offset, site.exception_handlers.to_vec()))
+                })
                 .collect(),
         }
     }
@@ -632,7 +639,7 @@ fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
 /// into it at `[fp + 8]`, the caller's stack pointer at that return address `fp + 16`).
 #[cfg(target_arch = "x86_64")]
 mod runtime {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
 
     use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
     use cranelift_module::FuncId;
@@ -652,6 +659,8 @@ mod runtime {
         static TABLE: RefCell<Vec<Body>> = const { RefCell::new(Vec::new()) };
         /// The bodies of the frames the last walk went through, innermost first.
         static WALKED: RefCell<Vec<FuncId>> = const { RefCell::new(Vec::new()) };
+        /// How many frames' stack pointers the two ways of finding them disagreed on.
+        static DISAGREED: Cell<usize> = const { Cell::new(0) };
     }
 
     // Each entry hands the return address's place and its caller's frame pointer, as
@@ -703,9 +712,12 @@ mod runtime {
 
     /// Walk the frames of the table's code from the one whose return address is at
     /// `return_address` and whose frame pointer is `frame`, calling `visit` with each
-    /// frame's body, the return address's offset in it, and the frame's stack and frame
-    /// pointers at that return address, until it gives a result; the bodies walked are
-    /// kept for [`walked`].
+    /// frame's body, the return address's offset in it, and the frame's frame pointer,
+    /// until it gives a result; the bodies walked are kept for [`walked`]. The stack
+    /// pointer at a call is the frame pointer less the distance the call site's stack map
+    /// or exception table gives, as Wasmtime finds it (the aarch64 runtime does the same);
+    /// here it is also the address above the return address, which the walk checks
+    /// ([`stack_pointers_disagreed`]).
     ///
     /// # Safety
     /// The frames are the JIT code's, which keeps frame pointers; the walk stops at the
@@ -713,7 +725,7 @@ mod runtime {
     unsafe fn walk<T>(
         return_address: *const usize,
         mut frame: *const usize,
-        mut visit: impl FnMut(&Body, u32, usize, usize) -> Option<T>,
+        mut visit: impl FnMut(&Body, u32, usize) -> Option<T>,
     ) -> Option<T> {
         TABLE.with_borrow(|table| {
             let mut walked = Vec::new();
@@ -722,7 +734,16 @@ mod runtime {
             let mut found = None;
             while let Some(body) = table.iter().find(|b| b.holds(at)) {
                 walked.push(body.id);
-                found = visit(body, (at - body.start) as u32, sp, frame as usize);
+                let offset = (at - body.start) as u32;
+                let fp = frame as usize;
+                let distances = [
+                    body.stack_maps.get(&offset).map(|(span, _)| *span),
+                    body.handlers.get(&offset).map(|(frame_offset, _)| *frame_offset),
+                ];
+                if distances.into_iter().flatten().any(|d| fp - d as usize != sp) {
+                    DISAGREED.set(DISAGREED.get() + 1);
+                }
+                found = visit(body, offset, fp);
                 if found.is_some() {
                     break;
                 }
@@ -739,10 +760,13 @@ mod runtime {
     extern "C" fn collect(_x: i64, return_address: *const usize, frame: *const usize) {
         // SAFETY: called by `gc_point` from the JIT code.
         unsafe {
-            walk(return_address, frame, |body, offset, sp, _| {
-                for &root in body.stack_maps.get(&offset).into_iter().flatten() {
-                    let root = (sp + root as usize) as *mut i64;
-                    root.write(root.read().wrapping_add(MOVED_BY));
+            walk(return_address, frame, |body, offset, fp| {
+                if let Some((span, roots)) = body.stack_maps.get(&offset) {
+                    let sp = fp - *span as usize;
+                    for &root in roots {
+                        let root = (sp + root as usize) as *mut i64;
+                        root.write(root.read().wrapping_add(MOVED_BY));
+                    }
                 }
                 None::<()>
             });
@@ -754,13 +778,14 @@ mod runtime {
     extern "C" fn throw(tag: i64, return_address: *const usize, frame: *const usize) {
         // SAFETY: called by `throw` from the JIT code.
         let handler = unsafe {
-            walk(return_address, frame, |body, offset, sp, fp| {
-                let pc = body.handlers.get(&offset)?.iter().find_map(|h| match *h {
+            walk(return_address, frame, |body, offset, fp| {
+                let (frame_offset, handlers) = body.handlers.get(&offset)?;
+                let pc = handlers.iter().find_map(|h| match *h {
                     Handler::Tag(t, pc) if i64::from(t.as_u32()) == tag => Some(pc),
                     Handler::Default(pc) => Some(pc),
                     Handler::Tag(..) | Handler::Context(_) => None,
                 })?;
-                Some((body.start + pc as usize, sp, fp))
+                Some((body.start + pc as usize, fp - *frame_offset as usize, fp))
             })
         };
         // Every borrow and allocation of the walk is over: nothing of this frame is
@@ -783,6 +808,12 @@ mod runtime {
     pub fn walked() -> Vec<FuncId> {
         WALKED.take()
     }
+
+    /// How many frames' stack pointers at their call sites were not the address above
+    /// their return addresses, since the last call.
+    pub fn stack_pointers_disagreed() -> usize {
+        DISAGREED.take()
+    }
 }
 
 /// Call `entry` on each of `args` with `table` as the runtime's: what each call returned,
@@ -793,9 +824,15 @@ fn run_with_runtime(
     entry: extern "C" fn(i64) -> i64,
     args: &[i64],
 ) -> (Vec<i64>, Vec<Vec<FuncId>>) {
-    runtime::with_table(table, || {
+    let (results, walks) = runtime::with_table(table, || {
         args.iter().map(|&x| (entry(x), runtime::walked())).unzip()
-    })
+    });
+    assert_eq!(
+        runtime::stack_pointers_disagreed(),
+        0,
+        "frame pointer less the call site's distance is the stack pointer at the call"
+    );
+    (results, walks)
 }
 
 // ---- Stack maps --------------------------------------------------------------------------
