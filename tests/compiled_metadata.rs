@@ -62,11 +62,24 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 /// functions (`u0:N` after them) by name and linkage.
 struct Fixture {
     file: &'static str,
+    /// What its functions do, so what a call of each shows.
+    kind: Kind,
     /// Imports by name and calling convention, each `fn(i64)`.
     imports: &'static [(&'static str, CallConv)],
     functions: &'static [(&'static str, Linkage)],
     /// What merging does with the functions, by their index in `functions`.
     merges: Merges,
+}
+
+/// What a fixture's functions do.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Fault at 0 ([`TRAP_CODES`]).
+    Traps,
+    /// Keep roots across a call to `gc_point` ([`with_roots_moved`]).
+    StackMaps,
+    /// Catch the tags `throw` throws ([`with_tag_thrown`]).
+    Exceptions,
 }
 
 /// The merges a fixture's comments promise.
@@ -85,6 +98,7 @@ struct Merges {
 
 const TRAPS: Fixture = Fixture {
     file: "traps.clif",
+    kind: Kind::Traps,
     imports: &[],
     functions: &[
         ("trap3", Linkage::Local),
@@ -122,6 +136,7 @@ const THROUGH_POINTER: [usize; 4] = [3, 4, 12, 13];
 
 const STACK_MAPS: Fixture = Fixture {
     file: "stack_maps.clif",
+    kind: Kind::StackMaps,
     imports: &[("gc_point", CallConv::SystemV)],
     functions: &[
         ("one_root", Linkage::Export),
@@ -145,6 +160,7 @@ const STACK_MAPS: Fixture = Fixture {
 
 const EXCEPTIONS: Fixture = Fixture {
     file: "exceptions.clif",
+    kind: Kind::Exceptions,
     imports: &[("throw", CallConv::Tail)],
     functions: &[
         ("catch_1", Linkage::Export),
@@ -228,7 +244,10 @@ impl Body {
                 .user_stack_maps()
                 .iter()
                 .map(|(at, span, map)| {
-                    (*at, (*span, map.entries().map(|(_, offset)| offset).collect()))
+                    (
+                        *at,
+                        (*span, map.entries().map(|(_, offset)| offset).collect()),
+                    )
                 })
                 .collect(),
             handlers: code
@@ -237,7 +256,10 @@ impl Body {
                 .filter(|site| !site.exception_handlers.is_empty())
                 .map(|site| {
                     let frame_offset = site.frame_offset.expect("a try_call's frame offset");
-                    (site.ret_addr, (frame_offset, site.exception_handlers.to_vec()))
+                    (
+                        site.ret_addr,
+                        (frame_offset, site.exception_handlers.to_vec()),
+                    )
                 })
                 .collect(),
         }
@@ -252,7 +274,8 @@ impl Body {
 /// entry, the tables an embedder builds, and what the merger did.
 struct Finalized {
     _module: JITModule,
-    entries: Vec<extern "C" fn(i64) -> i64>,
+    /// Each function's address.
+    addresses: Vec<usize>,
     table: Vec<Body>,
     merged: Option<MergedFacts>,
 }
@@ -302,20 +325,33 @@ fn declare_all(module: &mut dyn Module, fixture: &Fixture, functions: &[Function
         .collect()
 }
 
-fn entries(module: &JITModule, ids: &[FuncId]) -> Vec<extern "C" fn(i64) -> i64> {
+fn addresses(module: &JITModule, ids: &[FuncId]) -> Vec<usize> {
     ids.iter()
-        // SAFETY: every function of the fixtures is `fn(i64) -> i64` in System V.
-        .map(|&id| unsafe { std::mem::transmute(module.get_finalized_function(id)) })
+        .map(|&id| module.get_finalized_function(id) as usize)
         .collect()
 }
 
-/// Build `fixture` as `build` in a JIT whose imports resolve to `imports`.
-fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized {
-    let functions = parse(fixture);
+impl Finalized {
+    /// Function `n`, to call in this process (a JIT for the host).
+    fn entry(&self, n: usize) -> extern "C" fn(i64) -> i64 {
+        // SAFETY: every function of the fixtures takes and returns one integer, in System
+        // V or in `tail`, which pass them in the same registers on x86_64.
+        unsafe { std::mem::transmute(self.addresses[n] as *const u8) }
+    }
+}
+
+/// A JIT for this host whose imports resolve to `imports`.
+fn host_builder(fixture: &Fixture, imports: &[*const u8]) -> JITBuilder {
     let mut builder = JITBuilder::new(default_libcall_names()).unwrap();
     for (&(name, _), &address) in fixture.imports.iter().zip(imports) {
         builder.symbol(name, address);
     }
+    builder
+}
+
+/// Build `fixture` as `build` in a JIT made by `builder`.
+fn finalize(build: Build, fixture: &Fixture, builder: JITBuilder) -> Finalized {
+    let functions = parse(fixture);
     let jit = JITModule::new(builder);
     match build {
         Build::Unmerged => {
@@ -333,7 +369,7 @@ fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized
                 .map(|(id, code)| Body::new(*id, module.get_finalized_function(*id), code))
                 .collect();
             Finalized {
-                entries: entries(&module, &ids),
+                addresses: addresses(&module, &ids),
                 _module: module,
                 table,
                 merged: None,
@@ -385,7 +421,7 @@ fn finalize(build: Build, fixture: &Fixture, imports: &[*const u8]) -> Finalized
                 ids,
             };
             Finalized {
-                entries: entries(&module, &facts.ids),
+                addresses: addresses(&module, &facts.ids),
                 _module: module,
                 table,
                 merged: Some(facts),
@@ -578,56 +614,183 @@ fn trap_at(table: &[Body], pc: usize) -> Result<(FuncId, TrapCode), String> {
         .ok_or_else(|| format!("no trap at {}+{offset:#x}", body.id))
 }
 
-/// The arguments that do not fault: numbers, or for the functions that go through their
-/// argument, the address of a word of ours.
-fn arguments(n: usize, word: &mut i64) -> Vec<i64> {
-    if THROUGH_POINTER.contains(&n) {
-        vec![word as *mut i64 as i64]
-    } else {
-        vec![1, 7, -3, i64::MAX]
+/// An argument of a call: a number, or the address of a word of the caller's (which holds
+/// [`WORD`] in every build).
+#[derive(Clone, Copy, Debug)]
+enum Arg {
+    Number(i64),
+    Word,
+}
+
+/// What the word an [`Arg::Word`] points to holds before the call.
+const WORD: i64 = 0x5eed;
+
+/// What the collector adds to a root it moves.
+const MOVED_BY: i64 = 1 << 32;
+
+/// The payload of an exception of `tag`.
+fn payload(tag: i64) -> i64 {
+    100 * tag
+}
+
+/// The arguments each call of `fixture`'s function `n` takes: for a trap, first the one
+/// that faults.
+fn arguments(fixture: &Fixture, n: usize) -> Vec<Arg> {
+    let numbers = |xs: &[i64]| xs.iter().map(|&x| Arg::Number(x)).collect::<Vec<_>>();
+    match fixture.kind {
+        Kind::Traps if THROUGH_POINTER.contains(&n) => vec![Arg::Number(0), Arg::Word],
+        Kind::Traps => numbers(&[0, 1, 7, -3, i64::MAX]),
+        Kind::StackMaps => numbers(&[1, 7, -3, 1 << 40]),
+        Kind::Exceptions => numbers(&[1, 2, 3]),
     }
+}
+
+/// What each of [`STACK_MAPS`]' functions returns when the collector moves its roots.
+fn with_roots_moved(n: usize, x: i64) -> i64 {
+    match n {
+        0 | 1 => x + MOVED_BY,
+        2 => MOVED_BY - 1,
+        3 => -(MOVED_BY + 1),
+        4 => x + MOVED_BY + 1000,
+        5 => x + MOVED_BY + 2000,
+        6 | 7 => 3 * (x + MOVED_BY),
+        8 => (x + MOVED_BY) + (x + 7 + MOVED_BY),
+        _ => unreachable!("{n}"),
+    }
+}
+
+/// What each of [`EXCEPTIONS`]' functions returns when `tag` is thrown.
+fn with_tag_thrown(n: usize, tag: i64) -> i64 {
+    let caught = |t: i64, then: i64| if tag == t { then } else { -1 };
+    let payload = payload(tag);
+    match n {
+        0 | 1 => caught(1, payload + 1),
+        2 => caught(2, payload + 1),
+        3 => caught(1, payload - 1000),
+        4 => caught(1, payload - 2000),
+        5 | 6 => caught(1, payload * 3),
+        7 if tag == 2 => payload + 50,
+        7 => caught(1, payload + 1) + 7,
+        _ => unreachable!("{n}"),
+    }
+}
+
+/// One call: how it ended, and the bodies its runtime's walk went through, innermost
+/// first (none for a call that walked nothing).
+#[derive(Debug)]
+struct Call {
+    ended: Ended,
+    walked: Vec<FuncId>,
+}
+
+/// Check one build of `fixture`: `calls[n]` are function `n`'s calls on its
+/// [`arguments`], wherever they ran. Every fault must be the trap code the function
+/// called was written with, every result what the function returns unmerged (the first
+/// build, `reference`, whose results must be the ones the fixture says), and the merges
+/// the fixture promises must have happened.
+fn check_build(
+    fixture: &Fixture,
+    build: Build,
+    finalized: &Finalized,
+    calls: &[Vec<Call>],
+    reference: &mut Vec<Vec<i64>>,
+) {
+    let context = format!("{} {build:?}", fixture.file);
+    // The body each function's fault or innermost walked frame was in.
+    let mut ran_in = Vec::new();
+    for (n, calls) in calls.iter().enumerate() {
+        let name = fixture.functions[n].0;
+        let args = arguments(fixture, n);
+        assert_eq!(calls.len(), args.len(), "{context}: {name}'s calls");
+        let mut returned = calls.iter().zip(&args);
+        if fixture.kind == Kind::Traps {
+            let (call, arg) = returned.next().expect("the call that faults");
+            let Ended::Faulted(signal, pc) = call.ended else {
+                panic!("{context}: {name}({arg:?}) did not fault: {call:?}");
+            };
+            let (body, code) = trap_at(&finalized.table, pc)
+                .unwrap_or_else(|e| panic!("{context}: {name} faulted ({signal}): {e}"));
+            assert_eq!(
+                code.to_string(),
+                TRAP_CODES[n],
+                "{context}: {name} faulted in {body}, which the table says is trap {code}"
+            );
+            ran_in.push(body);
+        } else {
+            ran_in.push(
+                *calls[0].walked.first().unwrap_or_else(|| {
+                    panic!("{context}: {name}'s walk met no frame of the table")
+                }),
+            );
+        }
+        let results: Vec<i64> = returned
+            .map(|(call, arg)| match call.ended {
+                Ended::Returned(v) => v,
+                Ended::Faulted(..) => panic!("{context}: {name}({arg:?}) ended {call:?}"),
+            })
+            .collect();
+        if fixture.kind == Kind::StackMaps {
+            let frames = if n == 8 { 2 } else { 1 };
+            for call in calls {
+                assert_eq!(call.walked.len(), frames, "{context}: {name}: {call:?}");
+            }
+        }
+        if let Build::Merged { .. } = build {
+            assert_eq!(results, reference[n], "{context}: {name}");
+            continue;
+        }
+        let number = |arg: &Arg| match *arg {
+            Arg::Number(x) => x,
+            Arg::Word => WORD,
+        };
+        let want: Option<Vec<i64>> = match fixture.kind {
+            Kind::Traps => None,
+            Kind::StackMaps => Some(
+                args.iter()
+                    .map(|a| with_roots_moved(n, number(a)))
+                    .collect(),
+            ),
+            Kind::Exceptions => Some(args.iter().map(|a| with_tag_thrown(n, number(a))).collect()),
+        };
+        if let Some(want) = want {
+            assert_eq!(results, want, "{context}: {name}");
+        }
+        reference.push(results);
+    }
+    if let Some(facts) = &finalized.merged {
+        check_what_merged(build, &fixture.merges, facts, &ran_in);
+    }
+}
+
+/// Call `entry` on `arg` in this process: a word of ours for [`Arg::Word`].
+fn call_here(arg: Arg, call: impl FnOnce(i64) -> Ended) -> Ended {
+    let mut word = WORD;
+    let x = match arg {
+        Arg::Number(x) => x,
+        Arg::Word => &mut word as *mut i64 as i64,
+    };
+    call(x)
 }
 
 #[test]
 fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
-    let mut reference: Vec<Vec<i64>> = Vec::new();
+    let mut reference = Vec::new();
     for build in Build::ALL {
-        let finalized = finalize(build, &TRAPS, &[]);
-        // The body each function's fault was in.
-        let mut faulted_in = Vec::new();
-        for (n, &(name, _)) in TRAPS.functions.iter().enumerate() {
-            let entry = finalized.entries[n];
-            let ended = call_in_child(entry, 0);
-            let Ended::Faulted(signal, pc) = ended else {
-                panic!("{build:?}: {name}(0) did not fault: {ended:?}");
-            };
-            let (body, found) = trap_at(&finalized.table, pc)
-                .unwrap_or_else(|e| panic!("{build:?}: {name}(0) faulted ({signal}): {e}"));
-            assert_eq!(
-                found.to_string(),
-                TRAP_CODES[n],
-                "{build:?}: {name}(0) faulted in {body}, which the table says is trap {found}"
-            );
-            faulted_in.push(body);
-            // Called with other arguments, it returns what it returned unmerged. The word
-            // that the pointer functions load and add to starts at the same value in every
-            // build; the child's writes stay in the child.
-            let mut word = 0x5eed;
-            let results: Vec<i64> = arguments(n, &mut word)
-                .into_iter()
-                .map(|arg| match call_in_child(entry, arg) {
-                    Ended::Returned(v) => v,
-                    ended => panic!("{build:?}: {name}({arg}) ended {ended:?}"),
-                })
-                .collect();
-            match build {
-                Build::Unmerged => reference.push(results),
-                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
-            }
-        }
-        if let Some(facts) = &finalized.merged {
-            check_what_merged(build, &TRAPS.merges, facts, &faulted_in);
-        }
+        let finalized = finalize(build, &TRAPS, host_builder(&TRAPS, &[]));
+        let calls: Vec<Vec<Call>> = (0..TRAPS.functions.len())
+            .map(|n| {
+                let entry = finalized.entry(n);
+                // Each in a child: the word's writes stay there, so every call sees WORD.
+                arguments(&TRAPS, n)
+                    .into_iter()
+                    .map(|arg| Call {
+                        ended: call_here(arg, |x| call_in_child(entry, x)),
+                        walked: Vec::new(),
+                    })
+                    .collect()
+            })
+            .collect();
+        check_build(&TRAPS, build, &finalized, &calls, &mut reference);
     }
 }
 
@@ -644,15 +807,7 @@ mod runtime {
     use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
     use cranelift_module::FuncId;
 
-    use super::Body;
-
-    /// What the collector adds to a root it moves.
-    pub const MOVED_BY: i64 = 1 << 32;
-
-    /// The payload of an exception of `tag`.
-    pub fn payload(tag: i64) -> i64 {
-        100 * tag
-    }
+    use super::{payload, Body, MOVED_BY};
 
     thread_local! {
         /// The table of the build running on this thread.
@@ -738,9 +893,15 @@ mod runtime {
                 let fp = frame as usize;
                 let distances = [
                     body.stack_maps.get(&offset).map(|(span, _)| *span),
-                    body.handlers.get(&offset).map(|(frame_offset, _)| *frame_offset),
+                    body.handlers
+                        .get(&offset)
+                        .map(|(frame_offset, _)| *frame_offset),
                 ];
-                if distances.into_iter().flatten().any(|d| fp - d as usize != sp) {
+                if distances
+                    .into_iter()
+                    .flatten()
+                    .any(|d| fp - d as usize != sp)
+                {
                     DISAGREED.set(DISAGREED.get() + 1);
                 }
                 found = visit(body, offset, fp);
@@ -816,133 +977,56 @@ mod runtime {
     }
 }
 
-/// Call `entry` on each of `args` with `table` as the runtime's: what each call returned,
-/// and the bodies its walk went through.
-#[cfg(target_arch = "x86_64")]
-fn run_with_runtime(
-    table: &[Body],
-    entry: extern "C" fn(i64) -> i64,
-    args: &[i64],
-) -> (Vec<i64>, Vec<Vec<FuncId>>) {
-    let (results, walks) = runtime::with_table(table, || {
-        args.iter().map(|&x| (entry(x), runtime::walked())).unzip()
-    });
-    assert_eq!(
-        runtime::stack_pointers_disagreed(),
-        0,
-        "frame pointer less the call site's distance is the stack pointer at the call"
-    );
-    (results, walks)
-}
+// ---- Stack maps and exceptions -----------------------------------------------------------
 
-// ---- Stack maps --------------------------------------------------------------------------
-
-/// What each of [`STACK_MAPS`]' functions returns when the collector moves its roots.
+/// Run every function of `fixture` as `build` on this host, with the runtime.
 #[cfg(target_arch = "x86_64")]
-fn with_roots_moved(n: usize, x: i64) -> i64 {
-    let moved = runtime::MOVED_BY;
-    match n {
-        0 | 1 => x + moved,
-        2 => moved - 1,
-        3 => -(moved + 1),
-        4 => x + moved + 1000,
-        5 => x + moved + 2000,
-        6 | 7 => 3 * (x + moved),
-        8 => (x + moved) + (x + 7 + moved),
-        _ => unreachable!("{n}"),
-    }
+fn run_with_the_runtime(fixture: &Fixture, build: Build, reference: &mut Vec<Vec<i64>>) {
+    let imports = [runtime::gc_point(), runtime::throw_entry()];
+    let imports: Vec<*const u8> = fixture
+        .imports
+        .iter()
+        .map(|&(name, _)| imports[usize::from(name == "throw")])
+        .collect();
+    let finalized = finalize(build, fixture, host_builder(fixture, &imports));
+    let calls: Vec<Vec<Call>> = (0..fixture.functions.len())
+        .map(|n| {
+            let entry = finalized.entry(n);
+            arguments(fixture, n)
+                .into_iter()
+                .map(|arg| {
+                    let (ended, walked) = runtime::with_table(&finalized.table, || {
+                        let ended = call_here(arg, |x| Ended::Returned(entry(x)));
+                        (ended, runtime::walked())
+                    });
+                    assert_eq!(
+                        runtime::stack_pointers_disagreed(),
+                        0,
+                        "the frame pointer less the call site's distance is the stack pointer"
+                    );
+                    Call { ended, walked }
+                })
+                .collect()
+        })
+        .collect();
+    check_build(fixture, build, &finalized, &calls, reference);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_collector_walking_merged_frames_finds_every_root_by_the_stack_maps() {
-    let mut reference: Vec<Vec<i64>> = Vec::new();
+    let mut reference = Vec::new();
     for build in Build::ALL {
-        let finalized = finalize(build, &STACK_MAPS, &[runtime::gc_point()]);
-        // The body of the innermost frame each function's collection walked.
-        let mut walked_in = Vec::new();
-        for (n, &(name, _)) in STACK_MAPS.functions.iter().enumerate() {
-            let entry = finalized.entries[n];
-            let (results, walks) = run_with_runtime(&finalized.table, entry, &[1, 7, -3, 1 << 40]);
-            let want = if n == 8 { 2 } else { 1 };
-            for walk in &walks {
-                assert_eq!(
-                    walk.len(),
-                    want,
-                    "{build:?}: {name}'s frames walked: {walk:?}"
-                );
-            }
-            walked_in.push(
-                *walks[0].first().unwrap_or_else(|| {
-                    panic!("{build:?}: {name}'s walk met no frame of the table")
-                }),
-            );
-            match build {
-                Build::Unmerged => {
-                    let moved: Vec<i64> = [1i64, 7, -3, 1 << 40]
-                        .into_iter()
-                        .map(|x| with_roots_moved(n, x))
-                        .collect();
-                    assert_eq!(results, moved, "{name}: the roots moved");
-                    reference.push(results);
-                }
-                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
-            }
-        }
-        if let Some(facts) = &finalized.merged {
-            check_what_merged(build, &STACK_MAPS.merges, facts, &walked_in);
-        }
-    }
-}
-
-// ---- Exceptions --------------------------------------------------------------------------
-
-/// What each of [`EXCEPTIONS`]' functions returns when `tag` is thrown.
-#[cfg(target_arch = "x86_64")]
-fn with_tag_thrown(n: usize, tag: i64) -> i64 {
-    let caught = |t: i64, then: i64| if tag == t { then } else { -1 };
-    let payload = runtime::payload(tag);
-    match n {
-        0 | 1 => caught(1, payload + 1),
-        2 => caught(2, payload + 1),
-        3 => caught(1, payload - 1000),
-        4 => caught(1, payload - 2000),
-        5 | 6 => caught(1, payload * 3),
-        7 if tag == 2 => payload + 50,
-        7 => caught(1, payload + 1) + 7,
-        _ => unreachable!("{n}"),
+        run_with_the_runtime(&STACK_MAPS, build, &mut reference);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() {
-    let tags = [1i64, 2, 3];
-    let mut reference: Vec<Vec<i64>> = Vec::new();
+    let mut reference = Vec::new();
     for build in Build::ALL {
-        let finalized = finalize(build, &EXCEPTIONS, &[runtime::throw_entry()]);
-        // The body of the innermost frame each function's throw of tag 1 walked.
-        let mut walked_in = Vec::new();
-        for (n, &(name, _)) in EXCEPTIONS.functions.iter().enumerate() {
-            let entry = finalized.entries[n];
-            let (results, walks) = run_with_runtime(&finalized.table, entry, &tags);
-            walked_in.push(
-                *walks[0].first().unwrap_or_else(|| {
-                    panic!("{build:?}: {name}'s walk met no frame of the table")
-                }),
-            );
-            match build {
-                Build::Unmerged => {
-                    let want: Vec<i64> = tags.iter().map(|&t| with_tag_thrown(n, t)).collect();
-                    assert_eq!(results, want, "{name}: what the handlers returned");
-                    reference.push(results);
-                }
-                Build::Merged { .. } => assert_eq!(results, reference[n], "{build:?}: {name}"),
-            }
-        }
-        if let Some(facts) = &finalized.merged {
-            check_what_merged(build, &EXCEPTIONS.merges, facts, &walked_in);
-        }
+        run_with_the_runtime(&EXCEPTIONS, build, &mut reference);
     }
 }
 
