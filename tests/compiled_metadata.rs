@@ -21,13 +21,18 @@
 //!   a null pointer, a division by zero), each with a trap code of its own. Each is called
 //!   with 0 in a forked child whose signal handler writes where it faulted, and the table
 //!   must give the trap code the function called was written with.
-//! - `stack_maps.clif` (x86_64): functions that keep references in stack slots across a
+//! - `stack_maps.clif`: functions that keep references in stack slots across a
 //!   call to a collector, which walks the frames above it by their frame pointers and
 //!   moves every root their stack maps name; each function returns its roots reloaded.
-//! - `exceptions.clif` (x86_64): functions whose `try_call`s catch tags of a runtime's
+//! - `exceptions.clif`: functions whose `try_call`s catch tags of a runtime's
 //!   `throw`, which walks the frames the same way and resumes at the first handler for its
 //!   tag with a payload, as Wasmtime's unwinder does; a throw that nothing catches
 //!   returns. Each function returns what its handler or normal return computed.
+//!
+//! Every build is run on this host (x86_64: the runtime's entries are assembly) and for
+//! aarch64 under qemu (`compiled_metadata_exec/`: the JIT's code written out as an image
+//! and run by a C program that holds the same runtime), where this machine has
+//! `aarch64-linux-gnu-gcc` and `qemu-aarch64`.
 //!
 //! An AOT compiler writes the same tables with offsets from each body's symbol: in objects
 //! for x86_64, aarch64 and x86_64 Windows, with and without PIC, every body of
@@ -38,12 +43,18 @@
 //! they say, so that the test cannot pass without folded and shared code.
 //!
 //! Only on Linux x86_64 and aarch64 hosts (the signal handler reads the program counter
-//! from the signal's context; the runtime's entries are x86_64 assembly).
+//! from the signal's context).
 
 #![cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
+
+#[path = "compiled_metadata_exec/aarch64.rs"]
+mod aarch64;
+#[allow(dead_code)] // the Windows loader, which only other tests use
+#[path = "common/jit_region.rs"]
+mod jit_region;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -1027,6 +1038,28 @@ fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() 
     let mut reference = Vec::new();
     for build in Build::ALL {
         run_with_the_runtime(&EXCEPTIONS, build, &mut reference);
+    }
+}
+
+// ---- aarch64 ----------------------------------------------------------------------------
+
+/// Every fixture on aarch64, under qemu (`compiled_metadata_exec/`): the same checks of the
+/// same builds, the code Cranelift and the merger wrote for aarch64, its faults caught and
+/// its frames walked by a runtime written in C.
+#[test]
+fn the_tables_hold_for_aarch64_code_under_qemu() {
+    if let Some(why) = aarch64::unavailable() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    for fixture in [&TRAPS, &STACK_MAPS, &EXCEPTIONS] {
+        let mut reference = Vec::new();
+        for (i, build) in Build::ALL.into_iter().enumerate() {
+            let dir = scratch.path().join(format!("{}-{i}", fixture.file));
+            let (finalized, calls) = aarch64::run(fixture, build, &dir);
+            check_build(fixture, build, &finalized, &calls, &mut reference);
+        }
     }
 }
 
