@@ -105,6 +105,10 @@ struct Merges {
     preemptible: &'static [(usize, usize)],
     /// Pairs that merge-similar merges: with it, the event of both in one anonymous body.
     similar: &'static [(usize, usize)],
+    /// Functions that differ by instructions: with merge-similar, alignment merging gives
+    /// two of them one anonymous body, where both have their events (which two depends
+    /// on the target's sizes).
+    aligned: &'static [usize],
 }
 
 const TRAPS: Fixture = Fixture {
@@ -126,6 +130,10 @@ const TRAPS: Fixture = Fixture {
         ("divide_200", Linkage::Export),
         ("add11", Linkage::Export),
         ("add12", Linkage::Export),
+        ("trap14_times_3", Linkage::Export),
+        ("trap15_plus_1", Linkage::Export),
+        ("trap16_times_3", Linkage::Export),
+        ("trap16_plus_1", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
@@ -133,13 +141,14 @@ const TRAPS: Fixture = Fixture {
         apart: &[(2, 0), (4, 3), (13, 12)],
         preemptible: &[(7, 8)],
         similar: &[(5, 6), (10, 11)],
+        aligned: &[14, 15, 16, 17],
     },
 };
 
 /// The trap code of each of [`TRAPS`]' functions' fault at 0.
-const TRAP_CODES: [&str; 14] = [
+const TRAP_CODES: [&str; 18] = [
     "user3", "user3", "user4", "user7", "user8", "user9", "user9", "user10", "user10", "user3",
-    "int_divz", "int_divz", "user11", "user12",
+    "int_divz", "int_divz", "user11", "user12", "user14", "user15", "user16", "user16",
 ];
 
 /// [`TRAPS`]' functions that read or write through their argument.
@@ -166,6 +175,7 @@ const STACK_MAPS: Fixture = Fixture {
         apart: &[(3, 2)],
         preemptible: &[(6, 7)],
         similar: &[(4, 5)],
+        aligned: &[],
     },
 };
 
@@ -189,6 +199,7 @@ const EXCEPTIONS: Fixture = Fixture {
         apart: &[(2, 0)],
         preemptible: &[(5, 6)],
         similar: &[(3, 4)],
+        aligned: &[],
     },
 };
 
@@ -479,6 +490,16 @@ fn check_what_merged(build: Build, merges: &Merges, facts: &MergedFacts, ran_in:
         );
     }
     if similar {
+        let aligned = merges.aligned;
+        assert!(
+            aligned.is_empty()
+                || aligned.iter().any(|&a| {
+                    facts.anonymous.contains(&ran_in[a])
+                        && aligned.iter().any(|&b| b != a && ran_in[b] == ran_in[a])
+                }),
+            "{build:?}: two of {aligned:?} run in one anonymous body: {:?}",
+            aligned.iter().map(|&a| ran_in[a]).collect::<Vec<_>>()
+        );
         return;
     }
     for &(folded, kept) in merges.folds {
