@@ -397,7 +397,11 @@ pub fn print_summary(
     for (i, (name, id)) in names.iter().enumerate() {
         let action = merged.action(*id);
         if let Some(how) = found_by.get(&i) {
-            let body = name_of[&merged.body_of(*id)];
+            // A group of preemptible functions runs a local body no name stands for.
+            let body = name_of
+                .get(&merged.body_of(*id))
+                .copied()
+                .unwrap_or("their local body");
             let how = format!("{how:?}").to_lowercase();
             writeln!(
                 out,
