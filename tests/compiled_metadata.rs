@@ -168,6 +168,9 @@ const STACK_MAPS: Fixture = Fixture {
         ("root_times_3", Linkage::Preemptible),
         ("root_times_3_again", Linkage::Preemptible),
         ("two_frames", Linkage::Export),
+        ("root_times_4", Linkage::Export),
+        ("root_times_4_plus_1", Linkage::Export),
+        ("second_of_two_plus_1", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
@@ -175,6 +178,7 @@ const STACK_MAPS: Fixture = Fixture {
         apart: &[(3, 2)],
         preemptible: &[(6, 7)],
         similar: &[(4, 5)],
+        // Alignment merging leaves functions with stack maps out of its scope.
         aligned: &[],
     },
 };
@@ -192,6 +196,8 @@ const EXCEPTIONS: Fixture = Fixture {
         ("catch_1_times_3", Linkage::Preemptible),
         ("catch_1_times_3_again", Linkage::Preemptible),
         ("outer", Linkage::Export),
+        ("catch_3_times_5", Linkage::Export),
+        ("catch_3_times_5_plus_1", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
@@ -199,7 +205,7 @@ const EXCEPTIONS: Fixture = Fixture {
         apart: &[(2, 0)],
         preemptible: &[(5, 6)],
         similar: &[(3, 4)],
-        aligned: &[],
+        aligned: &[8, 9],
     },
 };
 
@@ -687,6 +693,9 @@ fn with_roots_moved(n: usize, x: i64) -> i64 {
         5 => x + MOVED_BY + 2000,
         6 | 7 => 3 * (x + MOVED_BY),
         8 => (x + MOVED_BY) + (x + 7 + MOVED_BY),
+        9 => 4 * (x + MOVED_BY),
+        10 => 4 * (x + MOVED_BY) + 1,
+        11 => -MOVED_BY,
         _ => unreachable!("{n}"),
     }
 }
@@ -703,6 +712,8 @@ fn with_tag_thrown(n: usize, tag: i64) -> i64 {
         5 | 6 => caught(1, payload * 3),
         7 if tag == 2 => payload + 50,
         7 => caught(1, payload + 1) + 7,
+        8 => caught(3, payload * 5),
+        9 => caught(3, payload * 5 + 1),
         _ => unreachable!("{n}"),
     }
 }
