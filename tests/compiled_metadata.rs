@@ -29,10 +29,10 @@
 //!   tag with a payload, as Wasmtime's unwinder does; a throw that nothing catches
 //!   returns. Each function returns what its handler or normal return computed.
 //!
-//! Every build is run on this host (x86_64: the runtime's entries are assembly) and for
-//! aarch64 under qemu (`compiled_metadata_exec/`: the JIT's code written out as an image
-//! and run by a C program that holds the same runtime), where this machine has
-//! `aarch64-linux-gnu-gcc` and `qemu-aarch64`.
+//! Every build is run on this host (x86_64: the runtime's entries are assembly), for
+//! aarch64 Linux under qemu and for x86_64 Windows under Wine (`compiled_metadata_exec/`:
+//! the JIT's code written out as an image and run by a C program that holds the same
+//! runtime), where this machine has their C compilers and runners.
 //!
 //! An AOT compiler writes the same tables with offsets from each body's symbol: in objects
 //! for x86_64, aarch64 and x86_64 Windows, with and without PIC, every body of
@@ -50,11 +50,12 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 
-#[path = "compiled_metadata_exec/aarch64.rs"]
-mod aarch64;
-#[allow(dead_code)] // the Windows loader, which only other tests use
+#[path = "compiled_metadata_exec/image.rs"]
+mod image;
 #[path = "common/jit_region.rs"]
 mod jit_region;
+#[path = "common/wine.rs"]
+mod wine;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -1073,15 +1074,14 @@ fn an_exception_thrown_through_merged_frames_lands_in_the_handler_for_its_tag() 
     }
 }
 
-// ---- aarch64 ----------------------------------------------------------------------------
+// ---- Other targets, as images ------------------------------------------------------------
 
-/// Every fixture on aarch64, under qemu (`compiled_metadata_exec/`): the same checks of the
-/// same builds, the code Cranelift and the merger wrote for aarch64, its faults caught and
-/// its frames walked by a runtime written in C.
-#[test]
-fn the_tables_hold_for_aarch64_code_under_qemu() {
-    if let Some(why) = aarch64::unavailable() {
-        eprintln!("skipping: {why}");
+/// Every fixture as `target`'s JIT code, run as an image (`compiled_metadata_exec/`): the
+/// same checks of the same builds, its faults caught and its frames walked by a runtime
+/// written in C.
+fn the_tables_hold_for(target: image::Target) {
+    if let Some(why) = target.unavailable() {
+        eprintln!("skipping {target:?}: {why}");
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
@@ -1089,10 +1089,22 @@ fn the_tables_hold_for_aarch64_code_under_qemu() {
         let mut reference = Vec::new();
         for (i, build) in Build::ALL.into_iter().enumerate() {
             let dir = scratch.path().join(format!("{}-{i}", fixture.file));
-            let (finalized, calls) = aarch64::run(fixture, build, &dir);
+            let (finalized, calls) = image::run(target, fixture, build, &dir);
             check_build(fixture, build, &finalized, &calls, &mut reference);
         }
     }
+}
+
+/// aarch64 Linux, under qemu.
+#[test]
+fn the_tables_hold_for_aarch64_code_under_qemu() {
+    the_tables_hold_for(image::Target::Aarch64);
+}
+
+/// x86_64 Windows, under Wine.
+#[test]
+fn the_tables_hold_for_windows_code_under_wine() {
+    the_tables_hold_for(image::Target::Windows);
 }
 
 // ---- Objects -----------------------------------------------------------------------------

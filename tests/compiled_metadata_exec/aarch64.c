@@ -1,53 +1,11 @@
-/* The runtime of tests/compiled_metadata.rs for aarch64 JIT images, under qemu: a
- * collector (`gc_point`) and an unwinder (`throw`) over the tables the test writes in
- * (BODIES, ROOTS, SITES), and the calls it asks for (CALLS), one line each on standard
- * output:
- *   F <signal> <pc in hex>    the call faulted (a forked call: the child's handler says)
- *   R <value> W <bodies...>   the call returned, and the bodies its last walk went through
- *   X <status>                a forked call's child ended otherwise
- * The test puts the loader (`load_image`) and the tables before this file. Frames are
- * Cranelift's and this file's own (built with frame pointers): the caller's frame pointer
- * at [fp], the return address into it at [fp + 8]; the stack pointer at a call is the
- * frame pointer less the distance its stack map or exception table gives. */
+/* The runtime's part for aarch64 Linux JIT images, under qemu (after `walk.c`): handlers
+ * entered with x0 and x1 for the payload, faults caught by a signal handler in a forked
+ * child per call, `tail` functions (whose first integer is x2) called through a shim. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-static int64_t WORD_OF_THE_CALL;
-static int WALKED[16];
-static int WALKED_LEN;
-
-static int body_of(uint64_t pc) {
-  for (int i = 0; i < (int)(sizeof BODIES / sizeof BODIES[0]); i++)
-    if (BODIES[i].start <= pc && pc < BODIES[i].end) return i;
-  return -1;
-}
-
-static void walked(int body) {
-  if (WALKED_LEN < 16) WALKED[WALKED_LEN++] = body;
-}
-
-static void collect_from(uint64_t ra, uint64_t *fp) {
-  WALKED_LEN = 0;
-  for (int b; (b = body_of(ra)) >= 0; ra = fp[1], fp = (uint64_t *)fp[0]) {
-    walked(b);
-    for (int i = 0; i < (int)(sizeof ROOTS / sizeof ROOTS[0]); i++) {
-      if (ROOTS[i].ret != ra) continue;
-      int64_t *root = (int64_t *)((uint64_t)fp - ROOTS[i].span + ROOTS[i].offset);
-      *root += MOVED_BY;
-    }
-  }
-}
-
-__attribute__((noinline)) void gc_point(int64_t x) {
-  (void)x;
-  uint64_t *frame = __builtin_frame_address(0);
-  collect_from(frame[1], (uint64_t *)frame[0]);
-}
-
-/* Enter a handler as Cranelift expects it: the call site's stack and frame pointers, the
- * payload in x0 and x1. */
 __attribute__((noreturn)) static void resume(uint64_t pc, uint64_t sp, uint64_t fp, int64_t payload) {
   register uint64_t x9 __asm__("x9") = pc;
   register uint64_t x10 __asm__("x10") = sp;
@@ -56,20 +14,6 @@ __attribute__((noreturn)) static void resume(uint64_t pc, uint64_t sp, uint64_t 
   __asm__ volatile("mov sp, x10\n\tmov x29, x11\n\tmov x0, x12\n\tmov x1, xzr\n\tbr x9"
                    : : "r"(x9), "r"(x10), "r"(x11), "r"(x12) : "memory");
   __builtin_unreachable();
-}
-
-__attribute__((noinline)) void throw_from_tail(int64_t tag) {
-  uint64_t *frame = __builtin_frame_address(0);
-  uint64_t ra = frame[1];
-  uint64_t *fp = (uint64_t *)frame[0];
-  WALKED_LEN = 0;
-  for (int b; (b = body_of(ra)) >= 0; ra = fp[1], fp = (uint64_t *)fp[0]) {
-    walked(b);
-    for (int i = 0; i < (int)(sizeof SITES / sizeof SITES[0]); i++) {
-      if (SITES[i].ret != ra || (SITES[i].tag != tag && SITES[i].tag != -1)) continue;
-      resume(SITES[i].handler, (uint64_t)fp - SITES[i].frame_offset, (uint64_t)fp, 100 * tag);
-    }
-  }
 }
 
 /* `throw(tag)` is called in the `tail` convention, whose first integer is x2, and keeps
@@ -105,8 +49,7 @@ static void on_fault(int signal, siginfo_t *info, void *context) {
 }
 
 static int64_t invoke(const struct call *c) {
-  int64_t x = c->word ? (int64_t)(uintptr_t)&WORD_OF_THE_CALL : c->arg;
-  WORD_OF_THE_CALL = WORD;
+  int64_t x = argument(c);
   return c->tail ? call_tail(c->entry, x) : ((int64_t(*)(int64_t))(uintptr_t)c->entry)(x);
 }
 
@@ -116,11 +59,7 @@ int main(void) {
   for (int i = 0; i < (int)(sizeof CALLS / sizeof CALLS[0]); i++) {
     const struct call *c = &CALLS[i];
     if (!c->fork) {
-      int64_t value = invoke(c);
-      printf("R %lld W", (long long)value);
-      for (int j = 0; j < WALKED_LEN; j++) printf(" %d", WALKED[j]);
-      printf("\n");
-      WALKED_LEN = 0;
+      returned(invoke(c));
       continue;
     }
     pid_t pid = fork();

@@ -1,10 +1,11 @@
-//! The same builds for aarch64, run under qemu: each fixture is built in a `JITModule` for
-//! aarch64 whose memory is one mapping at a fixed address ([`jit_region`]), written out as
-//! an image, and run by a C program (`aarch64.c`, built with `aarch64-linux-gnu-gcc`)
-//! that maps it at that address and holds the runtime: a signal handler for the faults, a
-//! collector and an unwinder over the tables the test writes into it from
-//! `Merged::defined_code` (or Cranelift's own `Context`s, unmerged). Its output is turned
-//! into the calls [`super::check_build`] checks, as on the host.
+//! The same builds for targets this host does not run, aarch64 Linux under qemu and x86_64
+//! Windows under Wine: each fixture is built in a `JITModule` for the target whose memory
+//! is one mapping at a fixed address ([`jit_region`]), written out as an image, and run by
+//! a C program (`walk.c`, then `aarch64.c` or `windows.c`) that maps it at that address and holds the
+//! runtime: a handler for the faults (a signal handler in a forked child; a vectored
+//! exception handler), a collector and an unwinder over the tables the test writes into
+//! it from `Merged::defined_code` (or Cranelift's own `Context`s, unmerged). Its output is
+//! turned into the calls [`super::check_build`] checks, as on the host.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,45 +17,94 @@ use cranelift_jit::JITBuilder;
 use cranelift_module::default_libcall_names;
 
 use super::jit_region::{self, Loader, Region};
+use super::wine;
 use super::{arguments, finalize, Arg, Body, Build, Call, Ended, Finalized, Fixture, Kind};
 use super::{MOVED_BY, WORD};
 
-const CC: &str = "aarch64-linux-gnu-gcc";
-
-/// Why this machine cannot run the test, if it cannot.
-pub fn unavailable() -> Option<String> {
-    let have = |tool: &str| {
-        Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    (!have(CC) || !have("qemu-aarch64"))
-        .then(|| format!("needs {CC} and qemu-aarch64 (Debian: gcc-aarch64-linux-gnu, qemu-user)"))
+/// A target whose JIT code runs as an image.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// aarch64 Linux, under `qemu-aarch64`.
+    Aarch64,
+    /// x86_64 Windows, under Wine.
+    Windows,
 }
 
-/// The C expression of each import's address in the runtime.
-fn runtime_imports(fixture: &Fixture) -> Vec<(&'static str, &'static str)> {
-    fixture
-        .imports
-        .iter()
-        .map(|&(name, _)| match name {
-            "gc_point" => (name, "&gc_point"),
-            "throw" => (name, "&throw_entry"),
-            other => panic!("the runtime has no {other}"),
-        })
-        .collect()
+impl Target {
+    fn triple(self) -> &'static str {
+        match self {
+            Target::Aarch64 => "aarch64-unknown-linux-gnu",
+            Target::Windows => "x86_64-pc-windows-gnu",
+        }
+    }
+
+    /// The C compiler, and the Debian packages that have it and the runner.
+    fn compiler(self) -> (&'static str, &'static str) {
+        match self {
+            Target::Aarch64 => ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu, qemu-user"),
+            Target::Windows => ("x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64, wine"),
+        }
+    }
+
+    /// The runtime's part for the target, after the tables and `walk.c`.
+    fn runtime(self) -> &'static str {
+        match self {
+            Target::Aarch64 => "aarch64.c",
+            Target::Windows => "windows.c",
+        }
+    }
+
+    /// Why this machine cannot run the target's images, if it cannot.
+    pub fn unavailable(self) -> Option<String> {
+        let have = |tool: &str| {
+            Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let (cc, packages) = self.compiler();
+        let runner = match self {
+            Target::Aarch64 => "qemu-aarch64",
+            Target::Windows => "wine",
+        };
+        if !have(cc) || !have(runner) {
+            return Some(format!("needs {cc} and {runner} (Debian: {packages})"));
+        }
+        match self {
+            Target::Aarch64 => None,
+            Target::Windows => wine::ready().err(),
+        }
+    }
+
+    /// The C expression of each of `fixture`'s imports' address in the runtime.
+    fn imports(self, fixture: &Fixture) -> Vec<(&'static str, &'static str)> {
+        fixture
+            .imports
+            .iter()
+            .map(|&(name, _)| match (name, self) {
+                ("gc_point", _) => (name, "&gc_point"),
+                ("throw", Target::Aarch64) => (name, "&throw_entry"),
+                ("throw", Target::Windows) => (name, "&throw_from_tail"),
+                (other, _) => panic!("the runtime has no {other}"),
+            })
+            .collect()
+    }
 }
 
-/// Build `fixture` as `build` for aarch64, run every function's calls on their
-/// [`arguments`] under qemu in `dir`, and return the build and the calls.
-pub fn run(fixture: &Fixture, build: Build, dir: &Path) -> (Finalized, Vec<Vec<Call>>) {
+/// Build `fixture` as `build` for `target`, run every function's calls on their
+/// [`arguments`] under qemu or Wine in `dir`, and return the build and the calls.
+pub fn run(
+    target: Target,
+    fixture: &Fixture,
+    build: Build,
+    dir: &Path,
+) -> (Finalized, Vec<Vec<Call>>) {
     std::fs::create_dir_all(dir).unwrap();
     let region = Region::new().unwrap();
     let base = region.base();
-    let imports = runtime_imports(fixture);
+    let imports = target.imports(fixture);
     let isa = clif_merge::build_isa(
-        &TargetInfo::from_triple_str("aarch64-unknown-linux-gnu").unwrap(),
+        &TargetInfo::from_triple_str(target.triple()).unwrap(),
         &[
             ("is_pic".to_string(), "false".to_string()),
             ("preserve_frame_pointers".to_string(), "true".to_string()),
@@ -72,9 +122,14 @@ pub fn run(fixture: &Fixture, build: Build, dir: &Path) -> (Finalized, Vec<Vec<C
     let image = dir.join("jit.image");
     std::fs::write(&image, region.bytes(region.used())).unwrap();
 
+    // aarch64's `tail` convention passes the first integer in x2: the runtime calls such
+    // a function through a shim. On x86_64 it is System V's register.
     let tail: Vec<bool> = super::parse(fixture)
         .iter()
-        .map(|f| f.signature.call_conv == cranelift_codegen::isa::CallConv::Tail)
+        .map(|f| {
+            f.signature.call_conv == cranelift_codegen::isa::CallConv::Tail
+                && matches!(target, Target::Aarch64)
+        })
         .collect();
     let mut calls = Vec::new();
     let mut rows = String::new();
@@ -96,33 +151,49 @@ pub fn run(fixture: &Fixture, build: Build, dir: &Path) -> (Finalized, Vec<Vec<C
         }
     }
     // The runtime's functions, which the loader's stubs name, come after it.
-    let mut source = String::from(
-        "#include <stdint.h>\n#include <stdio.h>\nvoid gc_point(int64_t);\nvoid throw_entry(void);\n",
-    );
-    source += &jit_region::loader_c(
-        &image,
-        base,
-        region.used(),
-        &imports,
-        &Loader::LinuxAarch64 {
-            guarded: false,
-            eh_frame: None,
-        },
-    );
+    let mut source = String::from("#include <stdint.h>\n#include <stdio.h>\n");
+    let (declarations, loader) = match target {
+        Target::Aarch64 => (
+            "#define RUNTIME_ABI\nvoid gc_point(int64_t);\nvoid throw_entry(void);\n",
+            Loader::LinuxAarch64 {
+                guarded: false,
+                eh_frame: None,
+            },
+        ),
+        // The runtime walks frames by their frame pointers and catches faults with a
+        // vectored handler: no function table.
+        Target::Windows => (
+            "#define RUNTIME_ABI __attribute__((sysv_abi))\n\
+             RUNTIME_ABI void gc_point(int64_t);\nRUNTIME_ABI void throw_from_tail(int64_t);\n",
+            Loader::WindowsX64 {
+                function_table: None,
+            },
+        ),
+    };
+    source += declarations;
+    source += &jit_region::loader_c(&image, base, region.used(), &imports, &loader);
     source += &tables(&finalized.table);
     source += &format!(
         "#define MOVED_BY {MOVED_BY}ll\n#define WORD {WORD}ll\n\
          struct call {{ uint64_t entry; int64_t arg; int word, tail, fork; }};\n\
          static const struct call CALLS[] = {{\n{rows}}};\n"
     );
-    source += &std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compiled_metadata_exec/aarch64.c"),
-    )
-    .unwrap();
+    for part in ["walk.c", target.runtime()] {
+        source += &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/compiled_metadata_exec")
+                .join(part),
+        )
+        .unwrap();
+    }
     let c = dir.join("harness.c");
     std::fs::write(&c, source).unwrap();
-    let exe = dir.join("harness");
-    let built = Command::new(CC)
+    let (cc, _) = target.compiler();
+    let exe = dir.join(match target {
+        Target::Aarch64 => "harness",
+        Target::Windows => "harness.exe",
+    });
+    let built = Command::new(cc)
         .args([
             "-O1",
             "-fno-omit-frame-pointer",
@@ -137,19 +208,23 @@ pub fn run(fixture: &Fixture, build: Build, dir: &Path) -> (Finalized, Vec<Vec<C
         .unwrap();
     assert!(
         built.status.success(),
-        "{CC} {}: {}",
+        "{cc} {}: {}",
         c.display(),
         String::from_utf8_lossy(&built.stderr)
     );
-    let ran = Command::new("timeout")
-        .args(["120", "qemu-aarch64"])
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let timeout = |runner: &str| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["120", runner]);
+        cmd
+    };
+    let ran = match target {
+        Target::Aarch64 => timeout("qemu-aarch64").arg(&exe).output().unwrap(),
+        Target::Windows => wine::run(&exe, || timeout("wine")).unwrap().1,
+    };
     let stdout = String::from_utf8_lossy(&ran.stdout);
     assert!(
         ran.status.success(),
-        "{} {build:?}: qemu-aarch64 {}: {}\n{stdout}{}",
+        "{} {target:?} {build:?}: {}: {}\n{stdout}{}",
         fixture.file,
         exe.display(),
         ran.status,
