@@ -536,7 +536,7 @@ fn check_what_merged(build: Build, merges: &Merges, facts: &MergedFacts, ran_in:
 // ---- Traps -------------------------------------------------------------------------------
 
 /// How a call in a child ended.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 enum Ended {
     Returned(i64),
     /// The signal, and the program counter it was raised at.
@@ -667,9 +667,12 @@ const WORD: i64 = 0x5eed;
 /// What the collector adds to a root it moves.
 const MOVED_BY: i64 = 1 << 32;
 
+/// What the payload of an exception is per unit of its tag (the C runtimes' too).
+const PAYLOAD_PER_TAG: i64 = 100;
+
 /// The payload of an exception of `tag`.
 fn payload(tag: i64) -> i64 {
-    100 * tag
+    PAYLOAD_PER_TAG * tag
 }
 
 /// The arguments each call of `fixture`'s function `n` takes: for a trap, first the one
@@ -843,7 +846,7 @@ fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
 /// The runtime's imports, `gc_point(x)` and `throw(tag)`: each walks the frames of the
 /// code in the table of its thread, from its caller's up, by their frame pointers
 /// (Cranelift's frame record: the caller's frame pointer at `[fp]`, the return address
-/// into it at `[fp + 8]`, the caller's stack pointer at that return address `fp + 16`).
+/// into it at `[fp + 8]`), as `compiled_metadata_exec/walk.c` does for the other targets.
 #[cfg(target_arch = "x86_64")]
 mod runtime {
     use std::cell::{Cell, RefCell};

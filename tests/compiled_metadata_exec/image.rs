@@ -19,7 +19,7 @@ use cranelift_module::default_libcall_names;
 use super::jit_region::{self, Loader, Region};
 use super::wine;
 use super::{arguments, finalize, Arg, Body, Build, Call, Ended, Finalized, Fixture, Kind};
-use super::{MOVED_BY, WORD};
+use super::{MOVED_BY, PAYLOAD_PER_TAG, WORD};
 
 /// A target whose JIT code runs as an image.
 #[derive(Clone, Copy, Debug)]
@@ -174,7 +174,7 @@ pub fn run(
     source += &jit_region::loader_c(&image, base, region.used(), &imports, &loader);
     source += &tables(&finalized.table);
     source += &format!(
-        "#define MOVED_BY {MOVED_BY}ll\n#define WORD {WORD}ll\n\
+        "#define MOVED_BY {MOVED_BY}ll\n#define WORD {WORD}ll\n#define PAYLOAD_PER_TAG {PAYLOAD_PER_TAG}ll\n\
          struct call {{ uint64_t entry; int64_t arg; int word, tail, fork; }};\n\
          static const struct call CALLS[] = {{\n{rows}}};\n"
     );

@@ -55,7 +55,7 @@ static void move_roots(uint64_t ra, uint64_t *fp, int64_t unused) {
 static void catch_tag(uint64_t ra, uint64_t *fp, int64_t tag) {
   for (int i = 0; i < (int)(sizeof SITES / sizeof SITES[0]); i++) {
     if (SITES[i].ret != ra || (SITES[i].tag != tag && SITES[i].tag != -1)) continue;
-    resume(SITES[i].handler, (uint64_t)fp - SITES[i].frame_offset, (uint64_t)fp, 100 * tag);
+    resume(SITES[i].handler, (uint64_t)fp - SITES[i].frame_offset, (uint64_t)fp, PAYLOAD_PER_TAG * tag);
   }
 }
 
@@ -66,7 +66,7 @@ RUNTIME_ABI __attribute__((noinline)) void gc_point(int64_t x) {
 
 /* `throw(tag)`, called in the `tail` convention (through a shim where its first integer
  * is not the C convention's): resume at the first handler for `tag` (or a `default`) of a
- * call site in the frames above, with the payload 100 * tag, or return if none is. */
+ * call site in the frames above, with the payload PAYLOAD_PER_TAG * tag, or return if none is. */
 RUNTIME_ABI __attribute__((noinline)) void throw_from_tail(int64_t tag) {
   walk_frames(__builtin_frame_address(0), catch_tag, tag);
 }
