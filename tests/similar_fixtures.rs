@@ -1,5 +1,6 @@
 //! Runs every fixture in `fixtures/similar/`: one file per merge-similar rule, each stating
-//! its expectations in directive comments.
+//! its expectations in directive comments; and the exec fixtures of `fixtures/exec/` that
+//! state theirs.
 //!
 //! Directives (one per comment line):
 //! - `; linkage: <local|hidden|export|preemptible> %a %b ...` the functions' linkage in the
@@ -331,16 +332,38 @@ fn run_fixture(path: &Path) {
     }
 }
 
-#[test]
-fn every_similar_fixture_holds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/similar");
+/// The `.clif` files of `fixtures/<dir>`, sorted.
+fn clif_files(dir: &str) -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(dir);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "clif"))
         .collect();
     paths.sort();
-    assert!(paths.len() >= 4, "fixtures missing in {}", dir.display());
+    paths
+}
+
+#[test]
+fn every_similar_fixture_holds() {
+    let paths = clif_files("similar");
+    assert!(paths.len() >= 4, "fixtures missing in fixtures/similar");
+    for path in paths {
+        run_fixture(&path);
+    }
+}
+
+/// The exec fixtures (`fixtures/exec/`, run by `tests/differential.rs`) that state what
+/// merge-similar makes of them, so that their executions are known to run merged code.
+#[test]
+fn exec_fixtures_merge_as_they_state() {
+    let paths: Vec<_> = clif_files("exec")
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains("\n; expect:"))
+        .collect();
+    assert!(!paths.is_empty(), "no exec fixture states its merges");
     for path in paths {
         run_fixture(&path);
     }
