@@ -27,7 +27,11 @@
 //! - `exceptions.clif`: functions whose `try_call`s catch tags of a runtime's
 //!   `throw`, which walks the frames the same way and resumes at the first handler for its
 //!   tag with a payload, as Wasmtime's unwinder does; a throw that nothing catches
-//!   returns. Each function returns what its handler or normal return computed.
+//!   returns. Each function returns what its handler or normal return computed. Some
+//!   handlers are under a dynamic context (`[context v, ...]`, Wasmtime's per-instance
+//!   tags): they catch only a throw for the instance the context holds, which the unwinder
+//!   reads from the frame where the call site's table says it is; merge-similar makes
+//!   two functions' contexts a parameter of their shared body.
 //!
 //! Every build is run on this host (x86_64: the runtime's entries are assembly), for
 //! aarch64 Linux under qemu and for x86_64 Windows under Wine (`compiled_metadata_exec/`:
@@ -66,7 +70,9 @@ use clif_merge::merging_module::MergingModule;
 use clif_merge::{Action, MergeMode, MergeOptions};
 use cranelift_codegen::ir::{types::I64, AbiParam, Function, Signature, TrapCode};
 use cranelift_codegen::isa::CallConv;
-use cranelift_codegen::{CompiledCode, Context, FinalizedMachExceptionHandler};
+use cranelift_codegen::{
+    CompiledCode, Context, ExceptionContextLoc, FinalizedMachExceptionHandler,
+};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
@@ -199,13 +205,16 @@ const EXCEPTIONS: Fixture = Fixture {
         ("outer", Linkage::Export),
         ("catch_3_times_5", Linkage::Export),
         ("catch_3_times_5_plus_1", Linkage::Export),
+        ("catch_1_in_7", Linkage::Export),
+        ("catch_1_in_9", Linkage::Export),
+        ("catch_1_in_own", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
         through: &[(7, 0)],
         apart: &[(2, 0)],
         preemptible: &[(5, 6)],
-        similar: &[(3, 4)],
+        similar: &[(3, 4), (10, 11)],
         aligned: &[8, 9],
     },
 };
@@ -253,7 +262,61 @@ struct Body {
     stack_maps: BTreeMap<u32, (u32, Vec<u32>)>,
     /// By return address: the distance from the frame pointer down to the stack pointer
     /// at the call, and the exception handlers of the call site.
-    handlers: BTreeMap<u32, (u32, Vec<FinalizedMachExceptionHandler>)>,
+    handlers: BTreeMap<u32, (u32, Vec<Catch>)>,
+}
+
+/// One exception handler of a call site, as the runtimes match it.
+#[derive(Clone, Copy, Debug)]
+struct Catch {
+    /// The tag it catches; `None` for `default`, which catches any.
+    tag: Option<u32>,
+    /// Where the dynamic context in force for it is (Cranelift's `context` items apply to
+    /// the tags after them, until the next): an offset from the stack pointer at the call.
+    context: Option<u32>,
+    /// The handler's offset in the body.
+    to: u32,
+}
+
+impl Catch {
+    /// A call site's handlers, each with the context in force for it.
+    fn all_of(handlers: &[FinalizedMachExceptionHandler]) -> Vec<Catch> {
+        let mut context = None;
+        let mut catches = Vec::new();
+        for handler in handlers {
+            let (tag, to) = match *handler {
+                FinalizedMachExceptionHandler::Tag(tag, to) => (Some(tag.as_u32()), to),
+                FinalizedMachExceptionHandler::Default(to) => (None, to),
+                FinalizedMachExceptionHandler::Context(ExceptionContextLoc::SPOffset(at)) => {
+                    context = Some(at);
+                    continue;
+                }
+                // The fixtures call in the `tail` convention, which keeps no register across
+                // a call: a context lives in the frame.
+                FinalizedMachExceptionHandler::Context(ExceptionContextLoc::GPR(r)) => {
+                    panic!("a dynamic context in register {r}")
+                }
+            };
+            catches.push(Catch { tag, context, to });
+        }
+        catches
+    }
+
+    /// Whether it catches `thrown` ([`thrown`]) at a call whose stack pointer was `sp`: its
+    /// tag is the thrown one and, under a context, the context is the thrown instance; or
+    /// it is a `default`.
+    ///
+    /// # Safety
+    /// `sp` is the stack pointer at the call of a live frame of the call site.
+    unsafe fn takes(&self, thrown: i64, sp: usize) -> bool {
+        let (tag, instance) = self::thrown(thrown);
+        match (self.tag, self.context) {
+            (None, _) => true,
+            (Some(t), None) => i64::from(t) == tag,
+            (Some(t), Some(at)) => {
+                i64::from(t) == tag && ((sp + at as usize) as *const i64).read() == instance
+            }
+        }
+    }
 }
 
 impl Body {
@@ -287,7 +350,7 @@ impl Body {
                     let frame_offset = site.frame_offset.expect("a try_call's frame offset");
                     (
                         site.ret_addr,
-                        (frame_offset, site.exception_handlers.to_vec()),
+                        (frame_offset, Catch::all_of(site.exception_handlers)),
                     )
                 })
                 .collect(),
@@ -670,9 +733,15 @@ const MOVED_BY: i64 = 1 << 32;
 /// What the payload of an exception is per unit of its tag (the C runtimes' too).
 const PAYLOAD_PER_TAG: i64 = 100;
 
-/// The payload of an exception of `tag`.
-fn payload(tag: i64) -> i64 {
-    PAYLOAD_PER_TAG * tag
+/// The payload of an exception thrown as `thrown` ([`thrown`]).
+fn payload(thrown: i64) -> i64 {
+    PAYLOAD_PER_TAG * self::thrown(thrown).0
+}
+
+/// What `throw(x)` throws: the tag `x % 16` for the instance `x / 16` (the C runtimes
+/// read it so too). A handler under a dynamic context catches only its own instance's.
+fn thrown(x: i64) -> (i64, i64) {
+    (x & 15, x >> 4)
 }
 
 /// The arguments each call of `fixture`'s function `n` takes: for a trap, first the one
@@ -683,6 +752,8 @@ fn arguments(fixture: &Fixture, n: usize) -> Vec<Arg> {
         Kind::Traps if THROUGH_POINTER.contains(&n) => vec![Arg::Number(0), Arg::Word],
         Kind::Traps => numbers(&[0, 1, 7, -3, i64::MAX]),
         Kind::StackMaps => numbers(&[1, 7, -3, 1 << 40]),
+        // Tag 1 of instances 7 and 9, tag 2 of instance 7, tag 1 of instance 0.
+        Kind::Exceptions if n >= 10 => numbers(&[1 + 16 * 7, 1 + 16 * 9, 2 + 16 * 7, 1]),
         Kind::Exceptions => numbers(&[1, 2, 3]),
     }
 }
@@ -704,10 +775,12 @@ fn with_roots_moved(n: usize, x: i64) -> i64 {
     }
 }
 
-/// What each of [`EXCEPTIONS`]' functions returns when `tag` is thrown.
-fn with_tag_thrown(n: usize, tag: i64) -> i64 {
+/// What each of [`EXCEPTIONS`]' functions returns when `x` is thrown ([`thrown`]).
+fn with_tag_thrown(n: usize, x: i64) -> i64 {
+    let (tag, instance) = thrown(x);
     let caught = |t: i64, then: i64| if tag == t { then } else { -1 };
-    let payload = payload(tag);
+    let caught_in = |i: i64, then: i64| if instance == i { caught(1, then) } else { -1 };
+    let payload = payload(x);
     match n {
         0 | 1 => caught(1, payload + 1),
         2 => caught(2, payload + 1),
@@ -718,6 +791,9 @@ fn with_tag_thrown(n: usize, tag: i64) -> i64 {
         7 => caught(1, payload + 1) + 7,
         8 => caught(3, payload * 5),
         9 => caught(3, payload * 5 + 1),
+        10 => caught_in(7, payload + 7),
+        11 => caught_in(9, payload + 9),
+        12 => caught(1, payload + instance),
         _ => unreachable!("{n}"),
     }
 }
@@ -851,7 +927,6 @@ fn a_fault_in_merged_code_maps_to_the_trap_code_of_the_function_called() {
 mod runtime {
     use std::cell::{Cell, RefCell};
 
-    use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
     use cranelift_module::FuncId;
 
     use super::{payload, Body, MOVED_BY};
@@ -981,26 +1056,23 @@ mod runtime {
         }
     }
 
-    /// `throw`: resume at the first handler for `tag` of a call site in the frames
-    /// (a `default` handler takes any tag), or return when there is none.
-    extern "C" fn throw(tag: i64, return_address: *const usize, frame: *const usize) {
+    /// `throw`: resume at the first handler of a call site in the frames that takes
+    /// `thrown` ([`Catch::takes`]), or return when there is none.
+    extern "C" fn throw(thrown: i64, return_address: *const usize, frame: *const usize) {
         // SAFETY: called by `throw` from the JIT code.
         let handler = unsafe {
             walk(return_address, frame, |body, offset, fp| {
-                let (frame_offset, handlers) = body.handlers.get(&offset)?;
-                let pc = handlers.iter().find_map(|h| match *h {
-                    Handler::Tag(t, pc) if i64::from(t.as_u32()) == tag => Some(pc),
-                    Handler::Default(pc) => Some(pc),
-                    Handler::Tag(..) | Handler::Context(_) => None,
-                })?;
-                Some((body.start + pc as usize, fp - *frame_offset as usize, fp))
+                let (frame_offset, catches) = body.handlers.get(&offset)?;
+                let sp = fp - *frame_offset as usize;
+                let catch = catches.iter().find(|c| c.takes(thrown, sp))?;
+                Some((body.start + catch.to as usize, sp, fp))
             })
         };
         // Every borrow and allocation of the walk is over: nothing of this frame is
         // needed after the jump.
         if let Some((pc, sp, fp)) = handler {
             // SAFETY: `pc` is a handler of the call site whose frame `sp` and `fp` are.
-            unsafe { clif_merge_test_resume(pc, sp, fp, payload(tag)) }
+            unsafe { clif_merge_test_resume(pc, sp, fp, payload(thrown)) }
         }
     }
 

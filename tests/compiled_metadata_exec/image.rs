@@ -12,7 +12,6 @@ use std::path::Path;
 use std::process::Command;
 
 use clif_merge::TargetInfo;
-use cranelift_codegen::FinalizedMachExceptionHandler as Handler;
 use cranelift_jit::JITBuilder;
 use cranelift_module::default_libcall_names;
 
@@ -246,7 +245,8 @@ pub fn run(
 /// The C tables of `table`: the bodies (start, end), each stack map's roots (return
 /// address, distance from the frame pointer to the stack pointer, root's offset), and
 /// each call site's handlers in order (return address, frame offset, tag or -1 for
-/// `default`, handler). Each list ends in a row no return address matches.
+/// `default`, the offset from the stack pointer of the dynamic context in force or -1,
+/// handler). Each list ends in a row no return address matches.
 fn tables(table: &[Body]) -> String {
     let mut bodies = String::new();
     let mut roots = String::new();
@@ -265,18 +265,15 @@ fn tables(table: &[Body]) -> String {
                 writeln!(roots, "  {{0x{ret:x}ull, {span}u, {offset}u}},").unwrap();
             }
         }
-        for (&at, (frame_offset, handlers)) in &body.handlers {
+        for (&at, (frame_offset, catches)) in &body.handlers {
             let ret = start + u64::from(at);
-            for handler in handlers {
-                let (tag, to) = match *handler {
-                    Handler::Tag(tag, to) => (i64::from(tag.as_u32()), to),
-                    Handler::Default(to) => (-1, to),
-                    Handler::Context(_) => continue,
-                };
-                let to = start + u64::from(to);
+            for catch in catches {
+                let tag = catch.tag.map_or(-1, i64::from);
+                let context = catch.context.map_or(-1, i64::from);
+                let to = start + u64::from(catch.to);
                 writeln!(
                     sites,
-                    "  {{0x{ret:x}ull, {frame_offset}u, {tag}ll, 0x{to:x}ull}},"
+                    "  {{0x{ret:x}ull, {frame_offset}u, {tag}ll, {context}ll, 0x{to:x}ull}},"
                 )
                 .unwrap();
             }
@@ -287,8 +284,8 @@ fn tables(table: &[Body]) -> String {
          static const struct body BODIES[] = {{\n{bodies}}};\n\
          struct root {{ uint64_t ret; uint32_t span, offset; }};\n\
          static const struct root ROOTS[] = {{\n{roots}  {{0, 0, 0}},\n}};\n\
-         struct site {{ uint64_t ret; uint32_t frame_offset; int64_t tag; uint64_t handler; }};\n\
-         static const struct site SITES[] = {{\n{sites}  {{0, 0, 0, 0}},\n}};\n"
+         struct site {{ uint64_t ret; uint32_t frame_offset; int64_t tag, context; uint64_t handler; }};\n\
+         static const struct site SITES[] = {{\n{sites}  {{0, 0, 0, 0, 0}},\n}};\n"
     )
 }
 

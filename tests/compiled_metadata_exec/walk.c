@@ -52,10 +52,18 @@ static void move_roots(uint64_t ra, uint64_t *fp, int64_t unused) {
   }
 }
 
-static void catch_tag(uint64_t ra, uint64_t *fp, int64_t tag) {
+/* Resume at the first handler of the call site returning to `ra` that takes `thrown`: the
+ * tag `thrown % 16` for the instance `thrown / 16`. A handler takes it when it is a
+ * `default`, or its tag is the thrown one and, under a dynamic context, the context (a
+ * word at an offset from the call's stack pointer) is the thrown instance. */
+static void catch_tag(uint64_t ra, uint64_t *fp, int64_t thrown) {
+  int64_t tag = thrown & 15, instance = thrown >> 4;
   for (int i = 0; i < (int)(sizeof SITES / sizeof SITES[0]); i++) {
-    if (SITES[i].ret != ra || (SITES[i].tag != tag && SITES[i].tag != -1)) continue;
-    resume(SITES[i].handler, (uint64_t)fp - SITES[i].frame_offset, (uint64_t)fp, PAYLOAD_PER_TAG * tag);
+    if (SITES[i].ret != ra) continue;
+    uint64_t sp = (uint64_t)fp - SITES[i].frame_offset;
+    int takes = SITES[i].tag == -1 ||
+                (SITES[i].tag == tag && (SITES[i].context < 0 || *(int64_t *)(sp + SITES[i].context) == instance));
+    if (takes) resume(SITES[i].handler, sp, (uint64_t)fp, PAYLOAD_PER_TAG * tag);
   }
 }
 
@@ -64,11 +72,12 @@ RUNTIME_ABI __attribute__((noinline)) void gc_point(int64_t x) {
   walk_frames(__builtin_frame_address(0), move_roots, x);
 }
 
-/* `throw(tag)`, called in the `tail` convention (through a shim where its first integer
- * is not the C convention's): resume at the first handler for `tag` (or a `default`) of a
- * call site in the frames above, with the payload PAYLOAD_PER_TAG * tag, or return if none is. */
-RUNTIME_ABI __attribute__((noinline)) void throw_from_tail(int64_t tag) {
-  walk_frames(__builtin_frame_address(0), catch_tag, tag);
+/* `throw(thrown)`, called in the `tail` convention (through a shim where its first integer
+ * is not the C convention's): resume at the first handler that takes it (`catch_tag`) of a
+ * call site in the frames above, with the payload PAYLOAD_PER_TAG * its tag, or return if
+ * none does. */
+RUNTIME_ABI __attribute__((noinline)) void throw_from_tail(int64_t thrown) {
+  walk_frames(__builtin_frame_address(0), catch_tag, thrown);
 }
 
 /* The line of a call that returned `value`. */
