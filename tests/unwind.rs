@@ -42,6 +42,11 @@
 //!   included), PIC and not, and for the functions defined in a `JITModule` through the
 //!   plugin: through Cranelift's epilogues, whose rules clif-merge adds (reloaded
 //!   registers, the CFA after `ldp x29, x30`, the return address after `autiasp`).
+//! - `macho_objects_have_the_fdes_of_elf_objects`: for `x86_64-apple-darwin` and
+//!   `aarch64-apple-darwin`, in every configuration, the object linked into a dylib by
+//!   `ld64.lld` has every function's FDE with the rows the same module linked for Linux
+//!   has, and the object's FDEs as Apple's ld64 computes them from `__eh_frame`'s
+//!   relocations are the dylib's (macOS code is not run here).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -690,6 +695,212 @@ fn every_function_with_a_frame_has_an_fde() {
             ),
             "aarch64 {key}: no stripped return address for the `tail` functions:\n{frames}"
         );
+    }
+}
+
+/// A linker for Mach-O that reads `__eh_frame` (LLVM 15 or later's `ld64.lld`; Debian's
+/// `lld-19`), if this machine has one.
+fn macho_linker() -> Option<&'static str> {
+    ["ld64.lld-19", "ld64.lld-20", "ld64.lld-21", "ld64.lld-22"]
+        .into_iter()
+        .find(|tool| have(tool))
+}
+
+/// The FDEs of an eh_frame section's `data`, at `address`, by the functions they start at
+/// (`names` by address; more than one where aliases share a body): each one's count of
+/// names, its length and its unwind table's rows (each as an offset range in the
+/// function, the CFA's rule and the registers' rules).
+fn fdes_in(
+    data: &[u8],
+    address: u64,
+    names: &BTreeMap<u64, Vec<String>>,
+    context: &str,
+) -> BTreeMap<String, (usize, u64, Vec<String>)> {
+    use gimli::{BaseAddresses, CieOrFde, EhFrame, UnwindContext, UnwindSection};
+    let mut eh_frame = EhFrame::new(data, gimli::LittleEndian);
+    eh_frame.set_address_size(8);
+    let bases = BaseAddresses::default().set_eh_frame(address);
+    let mut unwind = UnwindContext::new();
+    let mut fdes = BTreeMap::new();
+    let mut entries = eh_frame.entries(&bases);
+    while let Some(entry) = entries.next().unwrap() {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let fde = partial
+            .parse(|section, bases, o| section.cie_from_offset(bases, o))
+            .unwrap();
+        let start = fde.initial_address();
+        let at = names
+            .get(&start)
+            .unwrap_or_else(|| panic!("{context}: an FDE at {start:#x} starts at no function"));
+        let mut rows = Vec::new();
+        let mut table = fde.rows(&eh_frame, &bases, &mut unwind).unwrap();
+        while let Some(row) = table.next_row().unwrap() {
+            rows.push(format!(
+                "{}..{}: {:?} {:?}",
+                row.start_address() - start,
+                row.end_address() - start,
+                row.cfa(),
+                row.registers().collect::<Vec<_>>()
+            ));
+        }
+        for name in at {
+            fdes.insert(name.clone(), (at.len(), fde.len(), rows.clone()));
+        }
+    }
+    fdes
+}
+
+/// The functions of `file` by address (their names without Mach-O's `_`).
+fn function_names(file: &cranelift_object::object::File) -> BTreeMap<u64, Vec<String>> {
+    let macho = file.format() == cranelift_object::object::BinaryFormat::MachO;
+    let mut names: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for symbol in file.symbols() {
+        if symbol.kind() == SymbolKind::Text && symbol.is_definition() {
+            let name = symbol.name().unwrap();
+            let name = if macho { &name[1..] } else { name };
+            names
+                .entry(symbol.address())
+                .or_default()
+                .push(name.to_string());
+        }
+    }
+    names
+}
+
+/// The FDEs ([`fdes_in`]) of the linked image `path`.
+fn fde_rows(path: &Path) -> BTreeMap<String, (usize, u64, Vec<String>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+    let name = match file.format() {
+        cranelift_object::object::BinaryFormat::MachO => "__eh_frame",
+        _ => ".eh_frame",
+    };
+    let context = path.display().to_string();
+    let section = file
+        .section_by_name(name)
+        .unwrap_or_else(|| panic!("{context}: no {name}"));
+    fdes_in(
+        section.data().unwrap(),
+        section.address(),
+        &function_names(&file),
+        &context,
+    )
+}
+
+/// The FDEs ([`fdes_in`]) of the Mach-O object `path` as Apple's ld64 reads them: it
+/// applies `__eh_frame`'s relocations to its bytes, a `SUBTRACTOR` pair as the difference
+/// of its symbols' addresses in the object plus the bytes there, an `UNSIGNED` alone as its
+/// symbol's address plus the bytes (and takes no other type), then parses the result at
+/// the section's address in the object (ld64's `CFISection::cfiParse`). `ld64.lld` locates
+/// an FDE by its relocation's symbol instead, so this is what tells a wrong addend.
+fn fde_rows_as_ld64_reads(path: &Path) -> BTreeMap<String, (usize, u64, Vec<String>)> {
+    use cranelift_object::object::{ObjectSymbolTable as _, RelocationTarget};
+    let bytes = std::fs::read(path).unwrap();
+    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+    let context = path.display().to_string();
+    let section = file.section_by_name("__eh_frame").unwrap();
+    let mut data = section.data().unwrap().to_vec();
+    let symbols = file.symbol_table().unwrap();
+    let address = |index| symbols.symbol_by_index(index).unwrap().address();
+    for (offset, relocation) in section.relocations() {
+        let RelocationTarget::Symbol(target) = relocation.target() else {
+            panic!("{context}: a relocation at {offset:#x} names no symbol");
+        };
+        let minus = relocation.subtractor().map_or(0, address);
+        let value = address(target).wrapping_sub(minus);
+        let at = offset as usize;
+        match relocation.size() {
+            64 => {
+                let old = u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+                data[at..at + 8].copy_from_slice(&value.wrapping_add(old).to_le_bytes());
+            }
+            32 => {
+                let old = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+                let new = (value as u32).wrapping_add(old);
+                data[at..at + 4].copy_from_slice(&new.to_le_bytes());
+            }
+            size => panic!("{context}: a relocation of {size} bits at {offset:#x}"),
+        }
+        assert!(
+            relocation.kind() == cranelift_object::object::RelocationKind::Absolute,
+            "{context}: ld64 applies no {:?} relocation in __eh_frame",
+            relocation.flags()
+        );
+    }
+    fdes_in(&data, section.address(), &function_names(&file), &context)
+}
+
+/// Mach-O objects (macOS, x86_64 and arm64) carry the unwind information ELF objects do:
+/// linked into a dylib by `ld64.lld`, every function has the FDE, with the same rows, that
+/// the same module linked for Linux has, and the object's FDEs as Apple's ld64 reads them
+/// ([`fde_rows_as_ld64_reads`]) are the dylib's,
+/// which the Linux tests above unwind through at every instruction. (An alias of ELF is a
+/// thunk in Mach-O, with an FDE of its own.) This machine cannot run macOS code: the rows
+/// are what an unwinder there reads. In every configuration.
+#[test]
+fn macho_objects_have_the_fdes_of_elf_objects() {
+    let Some(ld64) = macho_linker() else {
+        eprintln!("skipping: needs ld64.lld from LLVM 15 or later (Debian: lld-19)");
+        return;
+    };
+    if !have("ld.lld") {
+        eprintln!("skipping: needs ld.lld (Debian: lld)");
+        return;
+    }
+    for (linux, apple, arch) in [
+        ("x86_64-unknown-linux-gnu", "x86_64-apple-darwin", "x86_64"),
+        ("aarch64-unknown-linux-gnu", "aarch64-apple-darwin", "arm64"),
+    ] {
+        let dir = scratch(&format!("macho-{arch}"));
+        for (i, (config, args)) in configurations().iter().enumerate() {
+            let context = format!("{apple} {config}");
+            let (elf, macho) = (
+                dir.join(format!("m{i}.o")),
+                dir.join(format!("m{i}.macho.o")),
+            );
+            clif_merge(linux, true, args, &[], &elf);
+            clif_merge(apple, true, args, &[], &macho);
+            let (so, dylib) = (
+                dir.join(format!("m{i}.so")),
+                dir.join(format!("m{i}.dylib")),
+            );
+            run(Command::new("ld.lld")
+                .arg("-shared")
+                .arg(&elf)
+                .arg("-o")
+                .arg(&so));
+            run(Command::new(ld64)
+                .args([
+                    "-dylib",
+                    "-arch",
+                    arch,
+                    "-platform_version",
+                    "macos",
+                    "11.0",
+                    "11.0",
+                ])
+                .args(["-undefined", "dynamic_lookup"])
+                .arg(&macho)
+                .arg("-o")
+                .arg(&dylib));
+            let (want, got) = (fde_rows(&so), fde_rows(&dylib));
+            assert!(!want.is_empty(), "{context}: no FDE in the Linux build");
+            assert_eq!(
+                fde_rows_as_ld64_reads(&macho),
+                got,
+                "{context}: the object's FDEs as ld64 reads them, against the dylib's"
+            );
+            assert_eq!(
+                got.keys().collect::<Vec<_>>(),
+                want.keys().collect::<Vec<_>>(),
+                "{context}: the functions with an FDE"
+            );
+            for (name, fde) in want.iter().filter(|(_, (names, ..))| *names == 1) {
+                assert_eq!(&got[name], fde, "{context}: {name}'s FDE");
+            }
+        }
     }
 }
 

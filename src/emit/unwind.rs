@@ -25,9 +25,12 @@
 //!   image-relative `ADDR32NB` relocations); a function with tail calls gets one per range
 //!   around each tail call's `pop rbp` and jump, which no unwinder knows as an epilogue
 //!   ([`windows_x64::WindowsFrame::ranges`]). Windows
-//!   on arm64 (`WindowsArm64`) is not written; Mach-O is not written either (its
-//!   pc-relative relocations need subtractor pairs, which cranelift-object does not write
-//!   for `.eh_frame` either).
+//!   on arm64 (`WindowsArm64`) is not written.
+//! - **Mach-O objects:** the same `__eh_frame`, each FDE's function a pointer-sized
+//!   pc-relative address as LLVM writes it there, relocated by a `SUBTRACTOR` pair (the
+//!   start of this data, the function's symbol): Apple's ld64 applies only such pairs and
+//!   plain `UNSIGNED`s to `__eh_frame` before it parses it, so the pc-relative relocation
+//!   ELF takes would leave each FDE pointing at nothing (`subtractor_relocations`).
 //! - **JIT:** cranelift-jit 0.135.8 registers no unwind information at all (not even for
 //!   what it compiles itself), so after `finalize_definitions()` the FDEs are written with
 //!   the functions' final addresses (absolute pointers) into a buffer owned by a
@@ -90,10 +93,12 @@ use cranelift_codegen::isa::unwind::UnwindInfo;
 use cranelift_codegen::isa::{CallConv, TargetIsa};
 use cranelift_module::FuncId;
 use cranelift_object::object::write::{
-    Object, Relocation as ObjectRelocation, SectionId, StandardSection, SymbolId, SymbolSection,
+    Object, Relocation as ObjectRelocation, SectionId, StandardSection, Symbol, SymbolId,
+    SymbolSection,
 };
 use cranelift_object::object::{
-    BinaryFormat, RelocationEncoding, RelocationFlags, RelocationKind, SectionKind,
+    BinaryFormat, RelocationEncoding, RelocationFlags, RelocationKind, SectionKind, SymbolFlags,
+    SymbolKind, SymbolScope,
 };
 use gimli::write::{
     Address, CieId, CommonInformationEntry, EhFrame, EndianVec, FrameDescriptionEntry, FrameTable,
@@ -296,8 +301,7 @@ impl Frames {
             return Ok(());
         }
         match object.format() {
-            BinaryFormat::Elf | BinaryFormat::Coff => {}
-            // Mach-O: pc-relative relocations in `__eh_frame` need subtractor pairs.
+            BinaryFormat::Elf | BinaryFormat::Coff | BinaryFormat::MachO => {}
             _ => return Ok(()),
         }
         self.write_eh_frame(object, &symbol_of)?;
@@ -318,19 +322,27 @@ impl Frames {
         if self.system_v().next().is_none() {
             return Ok(());
         }
-        cie.fde_address_encoding =
-            gimli::constants::DwEhPe(gimli::DW_EH_PE_pcrel.0 | gimli::DW_EH_PE_sdata4.0);
+        let macho = subtractor_relocations(object)?;
+        cie.fde_address_encoding = if macho.is_some() {
+            // A pointer's size, as LLVM writes it for Mach-O.
+            gimli::DW_EH_PE_pcrel
+        } else {
+            gimli::constants::DwEhPe(gimli::DW_EH_PE_pcrel.0 | gimli::DW_EH_PE_sdata4.0)
+        };
         let mut table = FrameTable::default();
         let cie_id: CieId = table.add_cie(cie);
-        // gimli's symbol numbers are indices into `targets`: (section symbol, offset).
+        // gimli's symbol numbers are indices into `targets`: (symbol, offset from it).
         let mut targets: Vec<(SymbolId, i64)> = Vec::new();
         for (id, len, info) in self.system_v() {
-            let (section_symbol, offset) = section_relative(object, symbol_of(id))?;
             let address = Address::Symbol {
                 symbol: targets.len(),
                 addend: 0,
             };
-            targets.push((section_symbol, offset));
+            targets.push(match macho {
+                // Mach-O has no interposition within an image: the function's own symbol.
+                Some(_) => (symbol_of(id), 0),
+                None => section_relative(object, symbol_of(id))?,
+            });
             table.add_fde(cie_id, self.fde(info, address, len)?);
         }
         let mut eh_frame = EhFrame(Section {
@@ -351,32 +363,62 @@ impl Frames {
         let section = object.section_id(StandardSection::EhFrame);
         // Appended: a caller's own cranelift-object (plugin) may have written one already.
         let base = object.append_section_data(section, &bytes, u64::from(self.pointer_bytes));
+        // Mach-O: a local symbol where this data starts, which pc-relative pointers count
+        // from ([`subtractor_relocations`]).
+        let start = macho.map(|_| {
+            object.add_symbol(Symbol {
+                name: b"clif_merge_eh_frame".to_vec(),
+                value: base,
+                size: 0,
+                kind: SymbolKind::Data,
+                scope: SymbolScope::Compilation,
+                weak: false,
+                section: SymbolSection::Section(section),
+                flags: SymbolFlags::None,
+            })
+        });
         for r in relocations {
             let RelocationTarget::Symbol(index) = r.target else {
                 continue; // gimli writes section offsets only for debug sections
             };
             let (symbol, offset) = targets[index];
             let pe = r.eh_pe.unwrap_or(gimli::DW_EH_PE_absptr);
-            let kind = if pe.application() == gimli::DW_EH_PE_pcrel {
-                RelocationKind::Relative
-            } else {
-                RelocationKind::Absolute
-            };
-            object
-                .add_relocation(
+            let pcrel = pe.application() == gimli::DW_EH_PE_pcrel;
+            let added = match (macho, start) {
+                (Some(unsigned), Some(start)) if pcrel => {
+                    // `symbol - start + addend`, the addend less the distance from `start`
+                    // to the place: `symbol + addend - place`.
+                    let relocation = ObjectRelocation {
+                        offset: base + r.offset as u64,
+                        symbol,
+                        addend: r.addend + offset - r.offset as i64,
+                        flags: RelocationFlags::MachO {
+                            r_type: unsigned,
+                            r_pcrel: false,
+                            r_length: r.size.trailing_zeros() as u8,
+                        },
+                    };
+                    object.add_relocation_with_subtractor(section, relocation, Some(start))
+                }
+                _ => object.add_relocation(
                     section,
                     ObjectRelocation {
                         offset: base + r.offset as u64,
                         symbol,
                         addend: r.addend + offset,
                         flags: RelocationFlags::Generic {
-                            kind,
+                            kind: if pcrel {
+                                RelocationKind::Relative
+                            } else {
+                                RelocationKind::Absolute
+                            },
                             encoding: RelocationEncoding::Generic,
                             size: r.size * 8,
                         },
                     },
-                )
-                .map_err(|e| EmitError::Object(format!(".eh_frame relocation: {e}")))?;
+                ),
+            };
+            added.map_err(|e| EmitError::Object(format!(".eh_frame relocation: {e}")))?;
         }
         Ok(())
     }
@@ -795,6 +837,25 @@ fn mark_b_key(eh_frame: &mut [u8]) -> Result<(), EmitError> {
 }
 
 /// The section symbol of `symbol`'s section and `symbol`'s offset in it.
+/// For a Mach-O `object`, the type of the `UNSIGNED` relocation that, after a `SUBTRACTOR`
+/// naming the start of `__eh_frame`'s data, makes a pc-relative pointer: what LLVM writes
+/// there, and what Apple's ld64 reads (it applies `SUBTRACTOR` pairs and `UNSIGNED` alone
+/// to `__eh_frame` before parsing it, and no other type: a plain pc-relative relocation
+/// would leave the FDE pointing at nothing). `None` for other formats.
+fn subtractor_relocations(object: &Object<'static>) -> Result<Option<u8>, EmitError> {
+    use cranelift_object::object::{macho, Architecture};
+    if object.format() != BinaryFormat::MachO {
+        return Ok(None);
+    }
+    match object.architecture() {
+        Architecture::X86_64 => Ok(Some(macho::X86_64_RELOC_UNSIGNED)),
+        Architecture::Aarch64 => Ok(Some(macho::ARM64_RELOC_UNSIGNED)),
+        other => Err(EmitError::Object(format!(
+            "unwind information for Mach-O on {other:?}"
+        ))),
+    }
+}
+
 fn section_relative(
     object: &mut Object<'static>,
     symbol: SymbolId,
