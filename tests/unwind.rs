@@ -47,6 +47,13 @@
 //!   `ld64.lld` has every function's FDE with the rows the same module linked for Linux
 //!   has, and the object's FDEs as Apple's ld64 computes them from `__eh_frame`'s
 //!   relocations are the dylib's (macOS code is not run here).
+//! - `windows_arm64_unwind_codes_undo_every_prologue_instruction`: for
+//!   `aarch64-pc-windows-msvc`, in every configuration and for
+//!   `fixtures/unwind/windows_arm64_frames.clif` too (large allocations), every function
+//!   with a frame has `RUNTIME_FUNCTION`s covering it, and the codes of its records, run
+//!   as Windows' unwinder runs them on an emulated prologue, restore what the function
+//!   entered with after each prologue instruction (in the body, for a function with a
+//!   second record for it).
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -112,6 +119,9 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use cranelift_object::object::{Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind};
 
 const FIXTURE: &str = "fixtures/unwind/throw_through.clif";
+/// Frames of Windows on arm64 that the fixtures above do not make: large allocations, and
+/// callee-saved registers from x20 on.
+const WINDOWS_ARM64_FRAMES: &str = "fixtures/unwind/windows_arm64_frames.clif";
 /// The `windows_fastcall` functions the C++ harnesses of x86_64 also throw through (their
 /// callee-saved registers include `rsi`, `rdi` and `xmm6`-`xmm15`).
 const FASTCALL_FIXTURE: &str = "fixtures/unwind/throw_through_fastcall.clif";
@@ -902,6 +912,477 @@ fn macho_objects_have_the_fdes_of_elf_objects() {
             }
         }
     }
+}
+
+// ---- Windows on arm64 -------------------------------------------------------------------
+
+/// What a Windows arm64 unwinder finds, emulated: registers and memory as a prologue
+/// leaves them, from distinct values at entry.
+#[derive(Clone, Debug, PartialEq)]
+struct Arm64State {
+    /// x0..x30, then sp.
+    x: [u64; 32],
+    /// d8..d15.
+    d: [u64; 8],
+    /// Whether the return address in x30 is signed (`paciasp`, `pacibsp`).
+    signed: bool,
+    /// Words written, by address.
+    memory: BTreeMap<u64, u64>,
+}
+
+const SP: usize = 31;
+
+impl Arm64State {
+    fn at_entry() -> Self {
+        let mut x = [0; 32];
+        for (n, r) in x.iter_mut().enumerate() {
+            *r = 0x7700 + n as u64;
+        }
+        x[SP] = 0x10_0000;
+        let mut d = [0; 8];
+        for (n, r) in d.iter_mut().enumerate() {
+            *r = 0xd800 + n as u64;
+        }
+        Arm64State {
+            x,
+            d,
+            signed: false,
+            memory: BTreeMap::new(),
+        }
+    }
+
+    fn load(&self, address: u64) -> u64 {
+        // A word the prologue never wrote: a value no register had.
+        self.memory.get(&address).copied().unwrap_or(0xdead)
+    }
+
+    /// Register `n` of a load or store's base or data (31 is sp as a base).
+    fn reg(&self, n: u32) -> u64 {
+        self.x[n as usize]
+    }
+
+    /// Run one prologue instruction: the stores, loads and arithmetic Cranelift's
+    /// prologues use. `None` for any other instruction.
+    fn step(&mut self, insn: u32) -> Option<()> {
+        let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
+        let signed =
+            |value: u32, width: u32| ((value << (32 - width)) as i32 >> (32 - width)) as i64;
+        let (rt, rn, rt2) = (bits(4, 0), bits(9, 5), bits(14, 10));
+        match insn {
+            // paciasp, pacibsp, paciaz, pacibz
+            0xd503_233f | 0xd503_237f | 0xd503_231f | 0xd503_235f => self.signed = true,
+            // stp / ldp of x or d registers: offset, pre-index, post-index.
+            _ if bits(29, 27) == 0b101 && matches!(bits(25, 23), 0b001..=0b011) => {
+                let simd = bits(26, 26) == 1;
+                if (simd, bits(31, 30)) != (false, 0b10) && (simd, bits(31, 30)) != (true, 0b01) {
+                    return None;
+                }
+                let offset = signed(bits(21, 15), 7) * 8;
+                let base = self.reg(rn);
+                let mode = bits(25, 23);
+                let address = if mode == 0b001 {
+                    base
+                } else {
+                    base.wrapping_add(offset as u64)
+                };
+                if bits(22, 22) == 1 {
+                    let (a, b) = (self.load(address), self.load(address + 8));
+                    self.set(simd, rt, a);
+                    self.set(simd, rt2, b);
+                } else {
+                    let (a, b) = (self.get(simd, rt), self.get(simd, rt2));
+                    self.memory.insert(address, a);
+                    self.memory.insert(address + 8, b);
+                }
+                if mode != 0b010 {
+                    self.x[rn as usize] = base.wrapping_add(offset as u64);
+                }
+            }
+            // str / ldr (unsigned offset), stur / ldur, str / ldr pre- and post-index, of x or d.
+            _ if bits(31, 30) == 0b11 && bits(29, 27) == 0b111 => {
+                let simd = bits(26, 26) == 1;
+                let load = bits(22, 22) == 1;
+                let base = self.reg(rn);
+                let (address, writeback) = match (bits(25, 24), bits(21, 21), bits(11, 10)) {
+                    (0b01, _, _) => (base + u64::from(bits(21, 10)) * 8, None),
+                    (0b00, 0, 0b00) => (base.wrapping_add(signed(bits(20, 12), 9) as u64), None),
+                    (0b00, 0, 0b11) => {
+                        let a = base.wrapping_add(signed(bits(20, 12), 9) as u64);
+                        (a, Some(a))
+                    }
+                    (0b00, 0, 0b01) => (
+                        base,
+                        Some(base.wrapping_add(signed(bits(20, 12), 9) as u64)),
+                    ),
+                    _ => return None,
+                };
+                if load {
+                    let v = self.load(address);
+                    self.set(simd, rt, v);
+                } else {
+                    self.memory.insert(address, self.get(simd, rt));
+                }
+                if let Some(w) = writeback {
+                    self.x[rn as usize] = w;
+                }
+            }
+            // A store of wzr or xzr (a stack probe): below the frame, never read back.
+            _ if bits(29, 27) == 0b111 && bits(26, 26) == 0 && bits(23, 22) == 0 && rt == 31 => {}
+            // cmn / cmp of registers, b.cond (a probe's loop, run once here): flags only.
+            _ if insn & 0x7f20_001f == 0x2b00_001f || insn & 0xff00_0010 == 0x5400_0000 => {}
+            // movz / movk, of x or w registers (a large allocation's size).
+            _ if matches!(bits(30, 23), 0b10_100101 | 0b11_100101) => {
+                let shift = 16 * bits(22, 21);
+                let imm = u64::from(bits(20, 5)) << shift;
+                let old = self.x[rt as usize];
+                let mut value = if bits(30, 29) == 0b10 {
+                    imm
+                } else {
+                    old & !(0xffff << shift) | imm
+                };
+                if bits(31, 31) == 0 {
+                    value &= 0xffff_ffff;
+                }
+                self.x[rt as usize] = value;
+            }
+            // sub sp, sp, xM (uxtx).
+            _ if insn & 0xffe0_ffff == 0xcb20_63ff => {
+                self.x[SP] = self.x[SP].wrapping_sub(self.x[bits(20, 16) as usize]);
+            }
+            // add / sub (immediate), 64-bit, sp allowed.
+            _ if bits(31, 31) == 1 && bits(29, 23) == 0b0100010 => {
+                let imm = u64::from(bits(21, 10)) << (12 * bits(22, 22));
+                let base = self.reg(rn);
+                self.x[rt as usize] = if bits(30, 30) == 0 {
+                    base.wrapping_add(imm)
+                } else {
+                    base.wrapping_sub(imm)
+                };
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn get(&self, simd: bool, n: u32) -> u64 {
+        if simd {
+            self.d[n as usize - 8]
+        } else {
+            self.x[n as usize]
+        }
+    }
+
+    fn set(&mut self, simd: bool, n: u32, value: u64) {
+        if simd {
+            self.d[n as usize - 8] = value;
+        } else {
+            self.x[n as usize] = value;
+        }
+    }
+
+    /// Undo the prologue by `codes` (Windows' unwind codes, last instruction first), as
+    /// Windows' unwinder runs them (`RtlpUnwindFunctionFull`: `set_fp` takes the stack
+    /// pointer from x29, `add_fp` from x29 less its offset, a `_x` form loads from the
+    /// stack pointer and then moves it up).
+    fn unwind(&mut self, codes: &[Arm64Code]) {
+        for code in codes {
+            let sp = self.x[SP];
+            match *code {
+                Arm64Code::Alloc(size) => self.x[SP] = sp + size,
+                Arm64Code::SavePair {
+                    first,
+                    offset,
+                    simd,
+                    pre,
+                } => {
+                    let at = if pre { sp } else { sp + offset };
+                    let (a, b) = (self.load(at), self.load(at + 8));
+                    self.set(simd, first, a);
+                    self.set(simd, first + 1, b);
+                    if pre {
+                        self.x[SP] = sp + offset;
+                    }
+                }
+                Arm64Code::Save {
+                    reg,
+                    offset,
+                    simd,
+                    pre,
+                } => {
+                    let at = if pre { sp } else { sp + offset };
+                    let v = self.load(at);
+                    self.set(simd, reg, v);
+                    if pre {
+                        self.x[SP] = sp + offset;
+                    }
+                }
+                Arm64Code::SetFp => self.x[SP] = self.x[29],
+                Arm64Code::AddFp(offset) => self.x[SP] = self.x[29] - offset,
+                Arm64Code::PacSignLr => self.signed = false,
+                Arm64Code::Nop => {}
+            }
+        }
+    }
+}
+
+/// Windows arm64 unwind codes, decoded (the `save_*` forms pair registers with the next
+/// register; `pre` is the pre-indexed `_x` form, whose offset is also the allocation).
+#[derive(Clone, Copy, Debug)]
+enum Arm64Code {
+    Alloc(u64),
+    SavePair {
+        first: u32,
+        offset: u64,
+        simd: bool,
+        pre: bool,
+    },
+    Save {
+        reg: u32,
+        offset: u64,
+        simd: bool,
+        pre: bool,
+    },
+    SetFp,
+    AddFp(u64),
+    PacSignLr,
+    Nop,
+}
+
+/// The codes of `bytes` up to `end` (Microsoft's "ARM64 exception handling" encodings),
+/// and how many of them the prologue has: those before `end` or `end_c`.
+fn arm64_codes(bytes: &[u8], context: &str) -> (Vec<Arm64Code>, usize) {
+    use Arm64Code::*;
+    let pair = |first, offset, simd, pre| SavePair {
+        first,
+        offset,
+        simd,
+        pre,
+    };
+    let one = |reg, offset, simd, pre| Save {
+        reg,
+        offset,
+        simd,
+        pre,
+    };
+    let mut codes = Vec::new();
+    let mut prologue = None;
+    let mut i = 0;
+    loop {
+        let b = u32::from(bytes[i]);
+        let next = |n: usize| u32::from(bytes[i + n]);
+        // The two bytes of a two-byte code, their register field and their offset field.
+        let v = b << 8 | bytes.get(i + 1).map_or(0, |&n| u32::from(n));
+        let z = u64::from(v & 0x3f);
+        let (code, len) = match b {
+            0x00..=0x1f => (Alloc(u64::from(b) * 16), 1),
+            0x20..=0x3f => (pair(19, u64::from(b & 0x1f) * 8, false, true), 1),
+            0x40..=0x7f => (pair(29, u64::from(b & 0x3f) * 8, false, false), 1),
+            0x80..=0xbf => (pair(29, (u64::from(b & 0x3f) + 1) * 8, false, true), 1),
+            0xc0..=0xc7 => (Alloc(u64::from((b & 7) << 8 | next(1)) * 16), 2),
+            0xc8..=0xcb => (pair(19 + ((v >> 6) & 0xf), z * 8, false, false), 2),
+            0xcc..=0xcf => (pair(19 + ((v >> 6) & 0xf), (z + 1) * 8, false, true), 2),
+            0xd0..=0xd3 => (one(19 + ((v >> 6) & 0xf), z * 8, false, false), 2),
+            0xd4 | 0xd5 => (one(19 + ((v >> 5) & 0xf), (z % 32 + 1) * 8, false, true), 2),
+            0xd8 | 0xd9 => (pair(8 + ((v >> 6) & 0x7), z * 8, true, false), 2),
+            0xda | 0xdb => (pair(8 + ((v >> 6) & 0x7), (z + 1) * 8, true, true), 2),
+            0xdc | 0xdd => (one(8 + ((v >> 6) & 0x7), z * 8, true, false), 2),
+            0xde => (one(8 + ((v >> 5) & 0x7), (z % 32 + 1) * 8, true, true), 2),
+            0xe0 => (
+                Alloc(u64::from(next(1) << 16 | next(2) << 8 | next(3)) * 16),
+                4,
+            ),
+            0xe1 => (SetFp, 1),
+            0xe2 => (AddFp(u64::from(next(1)) * 8), 2),
+            0xe3 => (Nop, 1),
+            0xe4 => return (codes.clone(), prologue.unwrap_or(codes.len())),
+            0xe5 => {
+                prologue.get_or_insert(codes.len());
+                i += 1;
+                continue;
+            }
+            0xfc => (PacSignLr, 1),
+            _ => panic!("{context}: unwind code {b:#x} at {i}"),
+        };
+        codes.push(code);
+        i += len;
+    }
+}
+
+/// A `.xdata` record: the length of code it covers, its codes, and how many of them are its
+/// prologue's (one per instruction).
+fn arm64_record(record: &[u8], context: &str) -> (u64, Vec<Arm64Code>, usize) {
+    let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().unwrap());
+    let header = word(0);
+    assert_eq!(
+        header >> 18 & 0xf,
+        0,
+        "{context}: version, exception data, packed epilogue"
+    );
+    let (epilogues, words, start) = match (header >> 22 & 0x1f, header >> 27) {
+        (0, 0) => (word(4) & 0xffff, word(4) >> 16 & 0xff, 8),
+        (epilogues, words) => (epilogues, words, 4),
+    };
+    assert_eq!(epilogues, 0, "{context}: epilogue scopes");
+    let (codes, prologue) = arm64_codes(&record[start..start + words as usize * 4], context);
+    (u64::from(header & 0x3ffff) * 4, codes, prologue)
+}
+
+/// Check the records (`fragments`: offset, length, codes, prologue's codes) that cover a
+/// function whose code is `code`: they cover it all, and stopped after each instruction of
+/// its prologue, Windows' unwinder ([`Arm64State::unwind`], skipping the codes of the
+/// instructions that have not run) restores what the function entered with. A function
+/// with two records (a prologue with a pair of registers no code describes) is checked in
+/// its body, where an exception or a panic finds it.
+fn check_arm64_function(
+    fragments: &[(u64, u64, Vec<Arm64Code>, usize)],
+    code: &[u8],
+    context: &str,
+) {
+    let covered: u64 = fragments.iter().map(|f| f.1).sum();
+    assert_eq!(
+        covered,
+        code.len() as u64,
+        "{context}: the records cover the function"
+    );
+    let prologue = match fragments {
+        [(_, _, _, n)] => *n,
+        [(_, len, ..), (_, _, _, 0)] => (*len / 4) as usize,
+        _ => panic!("{context}: records {fragments:?}"),
+    };
+    let entry = Arm64State::at_entry();
+    let mut state = entry.clone();
+    let seen = |s: &Arm64State| (s.x[SP], s.x[19..=30].to_vec(), s.d, s.signed);
+    for k in 0..=prologue {
+        if k > 0 {
+            let insn = u32::from_le_bytes(code[(k - 1) * 4..k * 4].try_into().unwrap());
+            state.step(insn).unwrap_or_else(|| {
+                panic!("{context}: prologue instruction {k} ({insn:#010x}) is not one this emulator runs")
+            });
+        }
+        let at = k as u64 * 4;
+        if fragments.len() > 1 && at < fragments[1].0 {
+            continue;
+        }
+        let (start, _, codes, scope) = fragments
+            .iter()
+            .rev()
+            .find(|f| f.0 <= at)
+            .expect("a record covers the prologue");
+        let skipped = scope.saturating_sub(((at - start) / 4) as usize);
+        let mut unwound = state.clone();
+        unwound.unwind(&codes[skipped..]);
+        assert_eq!(
+            seen(&unwound),
+            seen(&entry),
+            "{context}: unwound after {k} of the prologue's {prologue} instructions ({codes:?})"
+        );
+    }
+}
+
+/// Windows on arm64 (`aarch64-pc-windows-msvc`, COFF): every function with a frame has a
+/// `RUNTIME_FUNCTION` in `.pdata`, and its `.xdata` record's codes, undone as Windows'
+/// unwinder undoes them (the rules of Microsoft's "ARM64 exception handling", as in the
+/// unwinder Windows and .NET share), restore the stack pointer, the frame pointer, the
+/// return address and every callee-saved register after each instruction of its prologue,
+/// in every configuration. This machine runs no Windows arm64 code, so both the prologue
+/// and the unwinder are emulated ([`Arm64State`]).
+#[test]
+fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
+    use cranelift_object::object::RelocationTarget;
+    let dir = scratch("windows-arm64");
+    let mut checked = 0;
+    // Every configuration; return addresses signed (with the B key, as Windows does).
+    let mut signed = vec!["--merge-functions", "trampolines", "--merge-similar"];
+    signed.extend(set_args(&[
+        "sign_return_address=true",
+        "sign_return_address_with_bkey=true",
+    ]));
+    // And stack probes (unrolled below 4 pages, a loop above), in every function's prologue.
+    let mut probes = vec!["--merge-functions", "aliases", "--merge-similar"];
+    probes.extend(set_args(&[
+        "enable_probestack=true",
+        "probestack_strategy=inline",
+    ]));
+    let runs = configurations()
+        .into_iter()
+        .chain([(signed.join(" "), signed), (probes.join(" "), probes)])
+        .flat_map(|c| [FIXTURE, WINDOWS_ARM64_FRAMES].map(|fixture| (c.clone(), fixture)));
+    for (i, ((config, args), fixture)) in runs.enumerate() {
+        let context = format!("aarch64-pc-windows-msvc {fixture} {config}");
+        let obj = dir.join(format!("m{i}.o"));
+        clif_merge_fixture(fixture, "aarch64-pc-windows-msvc", false, &args, &[], &obj);
+        let bytes = std::fs::read(&obj).unwrap();
+        let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+        let text = file.section_by_name(".text").unwrap().data().unwrap();
+        let xdata = file.section_by_name(".xdata").unwrap().data().unwrap();
+        let pdata = file.section_by_name(".pdata").unwrap();
+        let pdata_bytes = pdata.data().unwrap();
+        // Each entry: the function's address and its record's offset (COFF's addends are in
+        // the data).
+        let mut fields = BTreeMap::new();
+        for (offset, relocation) in pdata.relocations() {
+            let RelocationTarget::Symbol(symbol) = relocation.target() else {
+                panic!("{context}: a .pdata relocation names no symbol");
+            };
+            let symbol = file.symbol_by_index(symbol).unwrap();
+            let at = offset as usize;
+            let addend = u32::from_le_bytes(pdata_bytes[at..at + 4].try_into().unwrap());
+            fields.insert(offset, symbol.address() + u64::from(addend));
+        }
+        let records: BTreeMap<u64, usize> = (0..pdata_bytes.len() as u64 / 8)
+            .map(|e| (fields[&(e * 8)], fields[&(e * 8 + 4)] as usize))
+            .collect();
+        assert_eq!(
+            records.len() * 8,
+            pdata_bytes.len(),
+            "{context}: one entry a range"
+        );
+        let mut in_a_function = std::collections::BTreeSet::new();
+        // COFF symbols have no size: each function ends where the next begins.
+        let mut starts: Vec<u64> = file
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .map(|s| s.address())
+            .chain([text.len() as u64])
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        for sym in file.symbols() {
+            if sym.kind() != SymbolKind::Text || !sym.is_definition() {
+                continue;
+            }
+            let (start, name) = (sym.address(), sym.name().unwrap());
+            let end = starts[starts.partition_point(|&s| s <= start)];
+            let code = &text[start as usize..end as usize];
+            let framed = code.starts_with(AARCH64_FRAME);
+            in_a_function.extend(records.range(start..end).map(|(b, _)| *b));
+            let fragments: Vec<_> = records
+                .range(start..end)
+                .map(|(&begin, &at)| {
+                    let (len, codes, prologue) = arm64_record(&xdata[at..], &context);
+                    (begin - start, len, codes, prologue)
+                })
+                .collect();
+            if fragments.is_empty() {
+                assert!(
+                    !framed,
+                    "{context}: {name} has a frame but no RUNTIME_FUNCTION"
+                );
+                continue;
+            }
+            check_arm64_function(&fragments, code, &format!("{context}: {name}"));
+            checked += 1;
+        }
+        let stray: Vec<_> = records
+            .keys()
+            .filter(|b| !in_a_function.contains(b))
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "{context}: RUNTIME_FUNCTIONs in no function: {stray:x?}"
+        );
+    }
+    assert!(checked > 0, "no function was checked");
 }
 
 /// Windows x64 (COFF): a `RUNTIME_FUNCTION` in `.pdata` for every function with a frame,

@@ -24,8 +24,13 @@
 //!   registers are), and a `RUNTIME_FUNCTION` in `.pdata` (begin, end, unwind data, as
 //!   image-relative `ADDR32NB` relocations); a function with tail calls gets one per range
 //!   around each tail call's `pop rbp` and jump, which no unwinder knows as an epilogue
-//!   ([`windows_x64::WindowsFrame::ranges`]). Windows
-//!   on arm64 (`WindowsArm64`) is not written.
+//!   ([`windows_x64::WindowsFrame::ranges`]).
+//! - **Windows arm64 objects (COFF):** each function with a frame gets a record in
+//!   `.xdata`, written by [`windows_arm64`] from its prologue's instructions (Cranelift's
+//!   own `UnwindInfo::WindowsArm64` is wrong for a pair of callee-saved registers with a
+//!   gap and for a frame set up twice), and a `RUNTIME_FUNCTION` in `.pdata` (begin and
+//!   record, `ADDR32NB`); two when no code describes an instruction of its prologue, the
+//!   body's own. Not for the JIT yet: `Merged::jit_function_table` is Windows x64's.
 //! - **Mach-O objects:** the same `__eh_frame`, each FDE's function a pointer-sized
 //!   pc-relative address as LLVM writes it there, relocated by a `SUBTRACTOR` pair (the
 //!   start of this data, the function's symbol): Apple's ld64 applies only such pairs and
@@ -110,6 +115,7 @@ use super::EmitError;
 use crate::target::isa_flag;
 use windows_jit::WindowsFunctionTable;
 
+pub mod windows_arm64;
 pub mod windows_jit;
 pub mod windows_x64;
 
@@ -150,6 +156,9 @@ pub enum FrameInfo {
     /// Cranelift compiled (Cranelift's own says wrongly where callee-saved registers are),
     /// with the tail calls its `RUNTIME_FUNCTION`s go around.
     WindowsX64(windows_x64::WindowsFrame),
+    /// Windows on arm64 unwind codes, written by [`windows_arm64`] from the prologue's
+    /// instructions (Cranelift's own are wrong for two kinds of frame).
+    WindowsArm64(windows_arm64::WindowsArm64Frame),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
     Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
@@ -185,6 +194,17 @@ impl FrameInfo {
                 windows_x64::WindowsFrame::new(&code.buffer.unwind_info, epilogues.tail_calls)
                     .map_err(|e| format!("Windows x64 unwind information: {e}"))?,
             )),
+            Some(UnwindInfo::WindowsArm64(_)) => {
+                // The prologue ends where Cranelift's last unwind instruction is.
+                let prologue = code.buffer.unwind_info.iter().map(|(at, _)| *at).max();
+                Some(FrameInfo::WindowsArm64(
+                    windows_arm64::WindowsArm64Frame::new(
+                        code.buffer.data(),
+                        prologue.unwrap_or(0),
+                    )
+                    .map_err(|e| format!("Windows arm64 unwind information: {e}"))?,
+                ))
+            }
             Some(info) => Some(FrameInfo::Compiled(info, call_conv, epilogues.rules)),
         })
     }
@@ -238,7 +258,9 @@ impl Frames {
                     Some((*id, *len, SystemV::Compiled(s, *call_conv, epilogues)))
                 }
                 FrameInfo::Written(rules) => Some((*id, *len, SystemV::Written(rules))),
-                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) => None,
+                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) | FrameInfo::WindowsArm64(_) => {
+                    None
+                }
             })
     }
 
@@ -278,7 +300,9 @@ impl Frames {
             .iter()
             .filter_map(|(id, len, info)| match info {
                 FrameInfo::WindowsX64(w) => Some((*id, *len, w)),
-                FrameInfo::Compiled(..) | FrameInfo::Written(_) => None,
+                FrameInfo::Compiled(..) | FrameInfo::WindowsArm64(_) | FrameInfo::Written(_) => {
+                    None
+                }
             })
     }
 
@@ -307,6 +331,7 @@ impl Frames {
         self.write_eh_frame(object, &symbol_of)?;
         if object.format() == BinaryFormat::Coff {
             self.write_pdata(object, &symbol_of)?;
+            self.write_pdata_arm64(object, &symbol_of)?;
         }
         Ok(())
     }
@@ -446,24 +471,50 @@ impl Frames {
         for ((id, _, _), ranges) in windows.iter().zip(&layout.functions) {
             let (symbol, offset) = section_relative(object, symbol_of(*id))?;
             for (range, info) in ranges {
-                let entry = object.append_section_data(pdata, &[0u8; 12], 4);
-                for (field, symbol, addend) in [
-                    (0, symbol, offset + i64::from(range.begin)),
-                    (4, symbol, offset + i64::from(range.end)),
-                    (8, xdata_symbol, i64::from(*info)),
-                ] {
-                    object
-                        .add_relocation(
-                            pdata,
-                            ObjectRelocation {
-                                offset: entry + field,
-                                symbol,
-                                addend,
-                                flags: addr32nb,
-                            },
-                        )
-                        .map_err(|e| EmitError::Object(format!(".pdata relocation: {e}")))?;
-                }
+                let fields = [
+                    (symbol, offset + i64::from(range.begin)),
+                    (symbol, offset + i64::from(range.end)),
+                    (xdata_symbol, i64::from(*info)),
+                ];
+                pdata_entry(object, pdata, &fields, addr32nb)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Windows on arm64: `.xdata` (each range's record, [`windows_arm64`]) and `.pdata` (a
+    /// `RUNTIME_FUNCTION` per range of each function: its start and its record).
+    fn write_pdata_arm64(
+        &self,
+        object: &mut Object<'static>,
+        symbol_of: &impl Fn(FuncId) -> SymbolId,
+    ) -> Result<(), EmitError> {
+        let functions: Vec<_> = self
+            .entries
+            .iter()
+            .filter_map(|(id, len, info)| match info {
+                FrameInfo::WindowsArm64(frame) => Some((*id, *len, frame)),
+                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) | FrameInfo::Written(_) => None,
+            })
+            .collect();
+        if functions.is_empty() {
+            return Ok(());
+        }
+        let xdata = object.add_section(Vec::new(), b".xdata".to_vec(), SectionKind::ReadOnlyData);
+        let pdata = object.add_section(Vec::new(), b".pdata".to_vec(), SectionKind::ReadOnlyData);
+        let xdata_symbol = object.section_symbol(xdata);
+        let addr32nb = RelocationFlags::Coff {
+            typ: cranelift_object::object::pe::IMAGE_REL_ARM64_ADDR32NB,
+        };
+        for (id, len, frame) in functions {
+            let (symbol, offset) = section_relative(object, symbol_of(id))?;
+            for (range, record) in frame.records(len).map_err(EmitError::Object)? {
+                let at = object.append_section_data(xdata, &record, 4);
+                let fields = [
+                    (symbol, offset + i64::from(range.start)),
+                    (xdata_symbol, at as i64),
+                ];
+                pdata_entry(object, pdata, &fields, addr32nb)?;
             }
         }
         Ok(())
@@ -837,6 +888,29 @@ fn mark_b_key(eh_frame: &mut [u8]) -> Result<(), EmitError> {
 }
 
 /// The section symbol of `symbol`'s section and `symbol`'s offset in it.
+/// Append a `RUNTIME_FUNCTION` to `.pdata`: a 32-bit image-relative word per field, each
+/// a symbol and an addend.
+fn pdata_entry(
+    object: &mut Object<'static>,
+    pdata: SectionId,
+    fields: &[(SymbolId, i64)],
+    flags: RelocationFlags,
+) -> Result<(), EmitError> {
+    let entry = object.append_section_data(pdata, &vec![0u8; 4 * fields.len()], 4);
+    for (n, &(symbol, addend)) in fields.iter().enumerate() {
+        let relocation = ObjectRelocation {
+            offset: entry + 4 * n as u64,
+            symbol,
+            addend,
+            flags,
+        };
+        object
+            .add_relocation(pdata, relocation)
+            .map_err(|e| EmitError::Object(format!(".pdata relocation: {e}")))?;
+    }
+    Ok(())
+}
+
 /// For a Mach-O `object`, the type of the `UNSIGNED` relocation that, after a `SUBTRACTOR`
 /// naming the start of `__eh_frame`'s data, makes a pc-relative pointer: what LLVM writes
 /// there, and what Apple's ld64 reads (it applies `SUBTRACTOR` pairs and `UNSIGNED` alone
