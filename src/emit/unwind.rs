@@ -157,8 +157,9 @@ pub enum FrameInfo {
     /// with the tail calls its `RUNTIME_FUNCTION`s go around.
     WindowsX64(windows_x64::WindowsFrame),
     /// Windows on arm64 unwind codes, written by [`windows_arm64`] from the prologue's
-    /// instructions (Cranelift's own are wrong for two kinds of frame).
-    WindowsArm64(windows_arm64::WindowsArm64Frame),
+    /// instructions (Cranelift's own are wrong for two kinds of frame); `Err` with what no
+    /// code can say, an error when an object is written (a JIT has no use for them yet).
+    WindowsArm64(Result<windows_arm64::WindowsArm64Frame, String>),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
     Written(Vec<(u32, gimli::write::CallFrameInstruction)>),
@@ -201,8 +202,7 @@ impl FrameInfo {
                     windows_arm64::WindowsArm64Frame::new(
                         code.buffer.data(),
                         prologue.unwrap_or(0),
-                    )
-                    .map_err(|e| format!("Windows arm64 unwind information: {e}"))?,
+                    ),
                 ))
             }
             Some(info) => Some(FrameInfo::Compiled(info, call_conv, epilogues.rules)),
@@ -507,8 +507,17 @@ impl Frames {
             typ: cranelift_object::object::pe::IMAGE_REL_ARM64_ADDR32NB,
         };
         for (id, len, frame) in functions {
-            let (symbol, offset) = section_relative(object, symbol_of(id))?;
-            for (range, record) in frame.records(len).map_err(EmitError::Object)? {
+            let function = symbol_of(id);
+            let unwritable = |e: &String| {
+                let name = String::from_utf8_lossy(&object.symbol(function).name).into_owned();
+                EmitError::Object(format!("Windows arm64 unwind information of {name}: {e}"))
+            };
+            let records = frame
+                .as_ref()
+                .map_err(unwritable)
+                .and_then(|f| f.records(len).map_err(|e| unwritable(&e)))?;
+            let (symbol, offset) = section_relative(object, function)?;
+            for (range, record) in records {
                 let at = object.append_section_data(xdata, &record, 4);
                 let fields = [
                     (symbol, offset + i64::from(range.start)),
