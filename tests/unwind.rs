@@ -971,6 +971,8 @@ impl Arm64State {
         match insn {
             // paciasp, pacibsp, paciaz, pacibz
             0xd503_233f | 0xd503_237f | 0xd503_231f | 0xd503_235f => self.signed = true,
+            // bti
+            0xd503_241f | 0xd503_245f | 0xd503_249f | 0xd503_24df => {}
             // stp / ldp of x or d registers: offset, pre-index, post-index.
             _ if bits(29, 27) == 0b101 && matches!(bits(25, 23), 0b001..=0b011) => {
                 let simd = bits(26, 26) == 1;
@@ -1291,11 +1293,13 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
     use cranelift_object::object::RelocationTarget;
     let dir = scratch("windows-arm64");
     let mut checked = 0;
-    // Every configuration; return addresses signed (with the B key, as Windows does).
+    // Every configuration; return addresses signed (with the B key, as Windows does) and
+    // branch targets marked (`bti` before the prologue).
     let mut signed = vec!["--merge-functions", "trampolines", "--merge-similar"];
     signed.extend(set_args(&[
         "sign_return_address=true",
         "sign_return_address_with_bkey=true",
+        "use_bti=true",
     ]));
     // And stack probes (unrolled below 4 pages, a loop above), in every function's prologue.
     let mut probes = vec!["--merge-functions", "aliases", "--merge-similar"];

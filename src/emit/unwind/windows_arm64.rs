@@ -21,9 +21,10 @@
 //! reload of `x29` a `nop`, and a pair that no code describes (registers not consecutive)
 //! two codes, one per register. Two codes for one instruction break the count Windows
 //! keeps inside the prologue, so such a function gets two `RUNTIME_FUNCTION`s: the
-//! prologue's (exact up to that pair), and the body's, whose record starts with `end_c`,
-//! an empty prologue, so that every stop in the body runs all the codes. An exception or a
-//! panic only ever unwinds a frame stopped in its body.
+//! prologue's, and the body's, whose record starts with `end_c`, an empty prologue, so
+//! that every stop in the body runs all the codes. An exception or a panic only ever
+//! unwinds a frame stopped in its body; a sampler stopping such a function inside its
+//! prologue may not unwind it.
 //!
 //! Epilogues are not described, as Wasmtime does not describe them: a frame stopped at a
 //! call is never in its epilogue, but a sampler that stops a thread inside one unwinds
@@ -66,10 +67,12 @@ enum Step {
     Alloc { size: u32 },
     /// `add sp, sp, #size`: an unrolled stack probe giving back what it took.
     Free { size: u32 },
-    /// `pacibsp`: the return address signed with the B key, as Windows signs it.
+    /// `pacibsp` (or a `tail` function's `pacibz`): the return address signed with the B
+    /// key, as Windows signs it.
     SignLr,
-    /// An instruction whose effect the other codes undo: a reload of `x29` from the
-    /// stack, a constant into a scratch register.
+    /// An instruction whose effect the other codes undo or that changes nothing they
+    /// restore: a reload of `x29` from the stack, a constant into a scratch register, a
+    /// stack probe's stores and loop, a `bti` landing pad.
     Nop,
 }
 
@@ -241,6 +244,8 @@ fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
         // Windows' unwinder strips the signature (`pac_sign_lr` says `pacibsp`; it does not
         // authenticate, so a `tail` function's zero modifier reads the same).
         PACIBSP | PACIBZ => Step::SignLr,
+        // bti {c, j, jc}
+        0xd503_241f | 0xd503_245f | 0xd503_249f | 0xd503_24df => Step::Nop,
         // stp of x (opc 10) or d (opc 01, V) registers, pre-indexed or at an offset.
         _ if bits(29, 27) == 0b101 && bits(22, 22) == 0 && rn == SP => {
             let simd = match (bits(31, 30), bits(26, 26)) {
