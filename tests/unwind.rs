@@ -956,11 +956,6 @@ impl Arm64State {
         self.memory.get(&address).copied().unwrap_or(0xdead)
     }
 
-    /// Register `n` of a load or store's base or data (31 is sp as a base).
-    fn reg(&self, n: u32) -> u64 {
-        self.x[n as usize]
-    }
-
     /// Run one prologue instruction: the stores, loads and arithmetic Cranelift's
     /// prologues use. `None` for any other instruction.
     fn step(&mut self, insn: u32) -> Option<()> {
@@ -980,7 +975,7 @@ impl Arm64State {
                     return None;
                 }
                 let offset = signed(bits(21, 15), 7) * 8;
-                let base = self.reg(rn);
+                let base = self.x[rn as usize];
                 let mode = bits(25, 23);
                 let address = if mode == 0b001 {
                     base
@@ -1004,7 +999,7 @@ impl Arm64State {
             _ if bits(31, 30) == 0b11 && bits(29, 27) == 0b111 => {
                 let simd = bits(26, 26) == 1;
                 let load = bits(22, 22) == 1;
-                let base = self.reg(rn);
+                let base = self.x[rn as usize];
                 let (address, writeback) = match (bits(25, 24), bits(21, 21), bits(11, 10)) {
                     (0b01, _, _) => (base + u64::from(bits(21, 10)) * 8, None),
                     (0b00, 0, 0b00) => (base.wrapping_add(signed(bits(20, 12), 9) as u64), None),
@@ -1054,7 +1049,7 @@ impl Arm64State {
             // add / sub (immediate), 64-bit, sp allowed.
             _ if bits(31, 31) == 1 && bits(29, 23) == 0b0100010 => {
                 let imm = u64::from(bits(21, 10)) << (12 * bits(22, 22));
-                let base = self.reg(rn);
+                let base = self.x[rn as usize];
                 self.x[rt as usize] = if bits(30, 30) == 0 {
                     base.wrapping_add(imm)
                 } else {

@@ -389,9 +389,9 @@ impl Frames {
         // Appended: a caller's own cranelift-object (plugin) may have written one already.
         let base = object.append_section_data(section, &bytes, u64::from(self.pointer_bytes));
         // Mach-O: a local symbol where this data starts, which pc-relative pointers count
-        // from ([`subtractor_relocations`]).
-        let start = macho.map(|_| {
-            object.add_symbol(Symbol {
+        // from ([`subtractor_relocations`]), with the type of their `UNSIGNED` half.
+        let macho = macho.map(|unsigned| {
+            let start = object.add_symbol(Symbol {
                 name: b"clif_merge_eh_frame".to_vec(),
                 value: base,
                 size: 0,
@@ -400,7 +400,8 @@ impl Frames {
                 weak: false,
                 section: SymbolSection::Section(section),
                 flags: SymbolFlags::None,
-            })
+            });
+            (unsigned, start)
         });
         for r in relocations {
             let RelocationTarget::Symbol(index) = r.target else {
@@ -409,8 +410,8 @@ impl Frames {
             let (symbol, offset) = targets[index];
             let pe = r.eh_pe.unwrap_or(gimli::DW_EH_PE_absptr);
             let pcrel = pe.application() == gimli::DW_EH_PE_pcrel;
-            let added = match (macho, start) {
-                (Some(unsigned), Some(start)) if pcrel => {
+            let added = match macho {
+                Some((unsigned, start)) if pcrel => {
                     // `symbol - start + addend`, the addend less the distance from `start`
                     // to the place: `symbol + addend - place`.
                     let relocation = ObjectRelocation {

@@ -396,25 +396,17 @@ fn encode(s: Step, frame: bool, out: &mut Vec<u8>) -> Result<usize, String> {
                 Address::PreIndexed(_) => Address::Offset(8),
                 Address::Offset(offset) => Address::Offset(offset + 8),
             };
-            // The count of codes: one each.
-            encode(
-                Step::Store {
-                    reg: second,
-                    simd,
-                    at: second_at,
-                },
-                frame,
-                out,
-            )?;
-            encode(
-                Step::Store {
-                    reg: first,
-                    simd,
-                    at,
-                },
-                frame,
-                out,
-            )? + 1
+            let above = Step::Store {
+                reg: second,
+                simd,
+                at: second_at,
+            };
+            let below = Step::Store {
+                reg: first,
+                simd,
+                at,
+            };
+            encode(above, frame, out)? + encode(below, frame, out)?
         }
         Step::Store { reg, simd, at } => {
             let r = register(reg, simd)?;
