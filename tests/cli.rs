@@ -1162,7 +1162,7 @@ fn explain_says_where_a_pair_that_would_pay_went_instead() {
     // %st_a and %st_c differ in an offset only: one group of holes. %st_a and %st_b would
     // pay merged by alignment, but %st_a is taken.
     let text = run(args![
-        fixture("exec/aligned_extra_store_on_one_side.clif"),
+        fixture("cli/aligned_partner_taken_by_a_group.clif"),
         "--target",
         X86,
         "--merge-similar",

@@ -533,7 +533,10 @@ fn merged_builds_behave_as_unmerged_in_every_configuration() {
 }
 
 /// The regression fixtures of `fixtures/exec/`: each pins a bug the harness has found or
-/// would have found, and runs in every configuration like a generated module.
+/// would have found, and runs in every configuration like a generated module. Each states
+/// which of its functions merging folds together and which it keeps apart, checked in
+/// every object build ([`differential_exec::stated_merges`]), so that a fixture whose merge
+/// stopped happening fails instead of running unmerged code.
 #[test]
 fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     let archs = architectures();
@@ -601,6 +604,8 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
             "{}: no entries",
             path.display()
         );
+        statements_are_checked(&program, &archs, &variants)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let before = tally.failures.lock().unwrap().len();
         let stem = path.file_stem().unwrap().to_string_lossy();
         let unlike_before = tally.unlike_bodies.load(Ordering::Relaxed);
@@ -632,6 +637,40 @@ fn exec_fixtures_behave_as_unmerged_in_every_configuration() {
     eprintln!("differential fixtures: {}", report(&tally));
     let failures = tally.failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Whether `program` (a fixture) states what merging does to it, and each of its statements
+/// is about at least one of the object builds it runs in: on the architectures it builds
+/// for, with the variants it takes.
+fn statements_are_checked(
+    program: &differential_exec::gen::Program,
+    archs: &[Arch],
+    variants: &[Variant],
+) -> Result<(), String> {
+    if program.stated_merges.is_empty() {
+        return Err(
+            "no `; folds:` or `; apart:` line says which functions merging folds".to_string(),
+        );
+    }
+    let builds: Vec<Config> = archs
+        .iter()
+        .flat_map(|&arch| {
+            let objects: Vec<Output> = arch
+                .outputs()
+                .into_iter()
+                .filter(|&o| o != Output::Jit && arch.links(o, program).is_ok())
+                .collect();
+            configurations(arch, &objects, variants)
+        })
+        .collect();
+    match program
+        .stated_merges
+        .iter()
+        .find(|s| !builds.iter().any(|&b| s.applies(b)))
+    {
+        Some(s) => Err(format!("`{}` is about none of its builds", s.line)),
+        None => Ok(()),
+    }
 }
 
 /// The net catches a wrong merge. `fixtures/hand_merged/` holds exec fixtures of near-twins

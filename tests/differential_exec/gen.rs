@@ -157,6 +157,9 @@ pub struct Program {
     /// The one architecture the module is for (a triple's first part, `x86_64`), when its
     /// code is not for every architecture (`windows_fastcall` functions); `None`: all.
     pub architecture: Option<String>,
+    /// What a fixture states merging does to it ([`super::stated_merges`]); none for a
+    /// generated program, whose families the tests check by other means.
+    pub stated_merges: Vec<super::stated_merges::Statement>,
 }
 
 impl Program {
@@ -2453,6 +2456,7 @@ pub fn program(seed: u64, shape: Shape) -> Program {
             Vec::new()
         },
         architecture: None,
+        stated_merges: Vec::new(),
     }
 }
 

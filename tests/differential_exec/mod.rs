@@ -43,6 +43,7 @@ pub mod gen;
 pub mod jit_image;
 #[path = "../common/jit_region.rs"]
 pub mod jit_region;
+pub mod stated_merges;
 #[path = "../common/wine.rs"]
 pub mod wine;
 
@@ -732,6 +733,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
+    stated_merges::check(&program.stated_merges, config, &report)?;
     count_unlike_block_bodies(report.similar.as_ref());
     constant_swaps_share_a_body(program, config, report.similar.as_ref(), |n| {
         format!("%{n}")
@@ -2089,5 +2091,6 @@ pub fn program_from_fixture(text: &str) -> Program {
         linkages,
         settings,
         architecture,
+        stated_merges: stated_merges::parse(text).unwrap_or_else(|e| panic!("{e}")),
     }
 }
