@@ -30,8 +30,8 @@
 //! [`Merged::finish_object`] writes their `.eh_frame`, and in a JIT
 //! [`Merged::register_jit_frames`], called after `finalize_definitions()`, registers their
 //! frames, so that exceptions and panics cross merged code ([`crate::emit::unwind`]). For
-//! Windows x64, defining in a JIT also defines their `UNWIND_INFO`s in the module, and
-//! [`Merged::jit_function_table`] gives the table Windows registers.
+//! Windows (x64 and arm64), defining in a JIT also defines their unwind information in the
+//! module, and [`Merged::jit_function_table`] gives the table Windows registers.
 //!
 //! ```
 //! use clif_merge::plugin::FunctionMerger;
@@ -388,7 +388,7 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             .iter()
             .map(|&(f, alias, body)| (alias, body, emitted.module.get(f).linkage))
             .collect();
-        // Aliases as thunks: a JIT (or `MergingModule::define_all`), where Windows x64 unwind
+        // Aliases as thunks: a JIT (or `MergingModule::define_all`), where Windows unwind
         // information must lie beside the code, as data of the module.
         let windows_unwind = match self.style {
             AliasStyle::Thunk => JitUnwindData::define(&emitted.defined.frames, self.module)?,
@@ -503,12 +503,13 @@ impl Merged {
         Ok(frames)
     }
 
-    /// For a JIT compiling for Windows x64: the table of `RUNTIME_FUNCTION`s that
-    /// [`Merged::register_jit_frames`] registers with `RtlAddFunctionTable` on Windows, for
-    /// code run elsewhere or an embedder that registers it itself. Its entries are offsets
-    /// from its base address, into the code and into the `UNWIND_INFO`s, which the merger
-    /// defined in the module as read-only data. `None` for other targets. Call it after
-    /// `module.finalize_definitions()`.
+    /// For a JIT compiling for Windows (x64 or arm64): the table of `RUNTIME_FUNCTION`s that
+    /// [`Merged::register_jit_frames`] registers with `RtlAddFunctionTable` on that Windows,
+    /// for code run elsewhere or an embedder that registers it itself. Its entries are
+    /// offsets from its base address, into the code and into the unwind information (x64's
+    /// `UNWIND_INFO`s, arm64's `.xdata` records), which the merger defined in the module as
+    /// read-only data; `WindowsFunctionTable::entries` lays them out as that Windows reads
+    /// them. `None` for other targets. Call it after `module.finalize_definitions()`.
     pub fn jit_function_table(
         &self,
         module: &JITModule,

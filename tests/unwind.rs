@@ -53,7 +53,11 @@
 //!   with a frame has `RUNTIME_FUNCTION`s covering it, and the codes of its records, run
 //!   as Windows' unwinder runs them on an emulated prologue, restore what the function
 //!   entered with after each prologue instruction (in the body, for a function with a
-//!   second record for it).
+//!   second record for it). `windows_arm64_jit_function_table_undoes_every_prologue_instruction`:
+//!   the same for the functions defined through the plugin in a `JITModule` for that
+//!   target, with `Merged::jit_function_table`'s table and the records the merger defined
+//!   beside the code. `windows_arm64_a_key_signing_is_an_error_naming_the_function`: a
+//!   prologue no code describes (the A key) stops the object and the JIT with an error.
 //! - `windows_x64_objects_have_pdata`: for `x86_64-pc-windows-gnu`, a `RUNTIME_FUNCTION`
 //!   in `.pdata` per function with a frame.
 //! - `cxx_exceptions_cross_windows_x64_code`: the same C++ harness and fixture (`%cb` called
@@ -1384,6 +1388,165 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
     assert!(checked > 0, "no function was checked");
 }
 
+/// What the Windows arm64 JIT image of [`windows_arm64_jit_function_table_undoes_every_prologue_instruction`]
+/// imports.
+const WINDOWS_ARM64_IMAGE_IMPORTS: [(&str, &str); 2] = [("cb", "&cb"), ("ext", "&ext")];
+
+/// Windows on arm64, JIT: the plugin defines [`FIXTURE`] and [`WINDOWS_ARM64_FRAMES`] in a
+/// `JITModule` for `aarch64-pc-windows-msvc` (a fixed-address region of this process, never
+/// run), and `Merged::jit_function_table` must give a table whose entries, laid out as
+/// Windows on arm64 reads them (begin and record, two words), cover every function with a
+/// frame from its first byte, its records the data the merger defined beside the code; and
+/// each function's records must undo its prologue after every instruction, emulated as for
+/// objects ([`check_arm64_function`]), in every mode, with and without merge-similar and
+/// CLIF thunks, and with return addresses signed with the B key and `bti` landing pads.
+#[test]
+fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
+    let target = TargetInfo::from_triple_str("aarch64-pc-windows-msvc").unwrap();
+    let signed = [
+        ("sign_return_address", "true"),
+        ("sign_return_address_with_bkey", "true"),
+        ("use_bti", "true"),
+    ];
+    let mut checked = 0;
+    for mode in [MergeMode::Trampolines, MergeMode::Aliases] {
+        for (similar, clif_thunks, settings) in [
+            (false, false, &[][..]),
+            (true, false, &[][..]),
+            (true, true, &[][..]),
+            (true, false, &signed[..]),
+        ] {
+            let context = format!(
+                "aarch64-pc-windows-msvc JIT {mode:?}, merge-similar {similar}, CLIF thunks \
+                 {clif_thunks}, {settings:?}"
+            );
+            let (region, mut module) =
+                image_module_for(&target, settings, &WINDOWS_ARM64_IMAGE_IMPORTS);
+            let mut funcs = functions();
+            let frames = std::fs::read_to_string(root().join(WINDOWS_ARM64_FRAMES)).unwrap();
+            funcs.extend(cranelift_reader::parse_functions(&frames).unwrap());
+            let (merged, _) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
+            module.finalize_definitions().unwrap();
+            let table = merged
+                .jit_function_table(&module)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{context}: no function table"));
+            assert_eq!(
+                table.machine,
+                clif_merge::emit::unwind::windows_jit::WindowsMachine::Arm64,
+                "{context}"
+            );
+            let words = table.entries();
+            assert_eq!(
+                words.len(),
+                2 * table.functions.len(),
+                "{context}: two words an entry"
+            );
+            // Where each entry's range begins, and where its record is, as addresses.
+            let mut records = BTreeMap::new();
+            for entry in words.chunks(2) {
+                assert_eq!(
+                    entry[1] % 4,
+                    0,
+                    "{context}: a record, not packed unwind data"
+                );
+                records.insert(
+                    table.base + u64::from(entry[0]),
+                    table.base + u64::from(entry[1]),
+                );
+            }
+            // Every function the module defines, the merger's anonymous bodies included, by
+            // address; each ends at the latest where the next begins.
+            let mut starts: Vec<u64> = module
+                .declarations()
+                .get_functions()
+                .filter(|(_, decl)| decl.linkage != Linkage::Import)
+                .map(|(id, _)| module.get_finalized_function(id) as u64)
+                .collect();
+            starts.sort_unstable();
+            let base = region.base() as u64;
+            let memory = region.bytes(region.used());
+            let at = |address: u64| &memory[(address - base) as usize..];
+            let mut in_a_function = 0;
+            for (k, &start) in starts.iter().enumerate() {
+                let next = starts
+                    .get(k + 1)
+                    .copied()
+                    .unwrap_or(base + memory.len() as u64);
+                let fragments: Vec<_> = records
+                    .range(start..next)
+                    .map(|(&begin, &record)| {
+                        let (len, codes, prologue) = arm64_record(at(record), &context);
+                        (begin - start, len, codes, prologue)
+                    })
+                    .collect();
+                in_a_function += fragments.len();
+                let name = format!("{context}: the function at 0x{start:x}");
+                if fragments.is_empty() {
+                    assert!(
+                        !at(start).starts_with(AARCH64_FRAME),
+                        "{name} has a frame but no RUNTIME_FUNCTION"
+                    );
+                    continue;
+                }
+                let covered: u64 = fragments.iter().map(|f| f.1).sum();
+                assert_eq!(
+                    fragments[0].0, 0,
+                    "{name}: its first record is not at its start"
+                );
+                assert!(
+                    start + covered <= next,
+                    "{name}: its records run into the next function"
+                );
+                check_arm64_function(&fragments, &at(start)[..covered as usize], &name);
+                checked += 1;
+            }
+            assert_eq!(
+                in_a_function,
+                records.len(),
+                "{context}: RUNTIME_FUNCTIONs in no function"
+            );
+            drop(module);
+        }
+    }
+    assert!(checked > 0, "no function was checked");
+}
+
+/// Windows on arm64 with return addresses signed with the A key, where Windows' unwind
+/// codes say the B key: writing an object, and defining JIT code, is an error that names a
+/// function and the setting that avoids it, not unwind information that would lie (and no
+/// object is left behind).
+#[test]
+fn windows_arm64_a_key_signing_is_an_error_naming_the_function() {
+    let dir = scratch("windows-arm64-a-key");
+    let object = dir.join("m.o");
+    let out = Command::new(env!("CARGO_BIN_EXE_clif-merge"))
+        .arg(root().join(FIXTURE))
+        .args(["--target", "aarch64-pc-windows-msvc", "-q", "-o"])
+        .arg(&object)
+        .args(set_args(&["is_pic=false", "sign_return_address=true"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let says = |message: &str| {
+        message.contains("Windows arm64 unwind information of ")
+            && message.contains("signed with the A key")
+            && message.contains("sign_return_address_with_bkey=true")
+    };
+    assert!(!out.status.success() && says(&stderr), "{stderr}");
+    assert!(!object.exists(), "an object was left behind");
+    let target = TargetInfo::from_triple_str("aarch64-pc-windows-msvc").unwrap();
+    let a_key = [("sign_return_address", "true")];
+    let (_region, mut module) = image_module_for(&target, &a_key, &WINDOWS_ARM64_IMAGE_IMPORTS);
+    let (merged, _) =
+        try_define_with_plugin(&mut module, functions(), MergeMode::Aliases, true, false);
+    let error = merged
+        .err()
+        .expect("the JIT defined A-key-signed Windows arm64 code")
+        .to_string();
+    assert!(says(&error), "{error}");
+}
+
 /// Windows x64 (COFF): a `RUNTIME_FUNCTION` in `.pdata` for every function with a frame,
 /// and no `.eh_frame` (Cranelift makes Windows unwind information for Windows triples).
 /// Checked by reading the object; not run on Windows.
@@ -2381,6 +2544,21 @@ fn define_with_plugin(
     similar: bool,
     clif_thunks: bool,
 ) -> (Merged, BTreeMap<String, FuncId>) {
+    let (merged, ids) = try_define_with_plugin(module, funcs, mode, similar, clif_thunks);
+    (merged.unwrap(), ids)
+}
+
+/// [`define_with_plugin`], with the merger's error if it fails.
+fn try_define_with_plugin(
+    module: &mut JITModule,
+    funcs: Vec<Function>,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+) -> (
+    Result<Merged, clif_merge::plugin::PluginError>,
+    BTreeMap<String, FuncId>,
+) {
     let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
     for f in &funcs {
         let name = f.name.to_string().trim_start_matches('%').to_string();
@@ -2428,7 +2606,7 @@ fn define_with_plugin(
         }
         merger.add(ids[&name], func).unwrap();
     }
-    (merger.define_in_jit(module).unwrap(), ids)
+    (merger.define_in_jit(module), ids)
 }
 
 /// Through `emit_jit`.
@@ -2586,6 +2764,21 @@ fn image_module(
         Some(stub.unwrap_or_else(|| panic!("the image imports {name}")) as *const u8)
     }));
     (region, JITModule::new(builder))
+}
+
+/// [`image_module`] for `target` without PIC (as a JIT compiles), with the Cranelift
+/// `settings`.
+fn image_module_for(
+    target: &TargetInfo,
+    settings: &[(&str, &str)],
+    imports: &'static [(&'static str, &'static str)],
+) -> (jit_region::Region, JITModule) {
+    let settings: Vec<(String, String)> = [("is_pic", "false")]
+        .iter()
+        .chain(settings)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    image_module(clif_merge::build_isa(target, &settings).unwrap(), imports)
 }
 
 /// The address of each of `entries` in the finalized `module` (its functions' `ids`),
@@ -2943,13 +3136,7 @@ fn windows_jit_image_of(
     context: &str,
 ) -> WindowsJitImage {
     let target = TargetInfo::from_triple_str("x86_64-pc-windows-gnu").unwrap();
-    let settings: Vec<(String, String)> = [("is_pic", "false")]
-        .iter()
-        .chain(settings)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let isa = clif_merge::build_isa(&target, &settings).unwrap();
-    let (region, mut module) = image_module(isa, &X86_64_IMAGE_IMPORTS);
+    let (region, mut module) = image_module_for(&target, settings, &X86_64_IMAGE_IMPORTS);
     let (merged, ids) = define_with_plugin(&mut module, funcs, mode, similar, clif_thunks);
     module.finalize_definitions().unwrap();
     let table = merged

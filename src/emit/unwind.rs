@@ -30,7 +30,7 @@
 //!   own `UnwindInfo::WindowsArm64` is wrong for a pair of callee-saved registers with a
 //!   gap and for a frame set up twice), and a `RUNTIME_FUNCTION` in `.pdata` (begin and
 //!   record, `ADDR32NB`); two when no code describes an instruction of its prologue, the
-//!   body's own. Not for the JIT yet: `Merged::jit_function_table` is Windows x64's.
+//!   body's own.
 //! - **Mach-O objects:** the same `__eh_frame`, each FDE's function a pointer-sized
 //!   pc-relative address as LLVM writes it there, relocated by a `SUBTRACTOR` pair (the
 //!   start of this data, the function's symbol): Apple's ld64 applies only such pairs and
@@ -45,9 +45,10 @@
 //!   for another architecture than this process's (a JIT image run under an emulator or
 //!   in another process) is never registered here: [`Frames::jit_eh_frame`] (and the
 //!   plugin's `Merged::jit_eh_frame`) hands out the same bytes for its own unwinder.
-//! - **Windows x64 JIT:** Windows finds unwind information through a table of
+//! - **Windows x64 and arm64 JIT:** Windows finds unwind information through a table of
 //!   `RUNTIME_FUNCTION`s registered with `RtlAddFunctionTable`, whose offsets from one base
-//!   address must reach the `UNWIND_INFO`s too. So the plugin defines the `UNWIND_INFO`s in
+//!   address must reach the unwind information too. So the plugin defines the
+//!   `UNWIND_INFO`s (x64) or records (arm64) of `.xdata` in
 //!   the JIT module itself, as read-only data beside the code, before it is finalized, and
 //!   makes the table from the final addresses ([`windows_jit`]); on Windows it is
 //!   registered with the process, and the plugin's `Merged::jit_function_table` hands it
@@ -113,7 +114,7 @@ use gimli::write::{
 use super::epilogues::{Epilogues, Rules};
 use super::EmitError;
 use crate::target::isa_flag;
-use windows_jit::WindowsFunctionTable;
+use windows_jit::{WindowsFunctionTable, WindowsMachine};
 
 pub mod windows_arm64;
 pub mod windows_jit;
@@ -158,7 +159,8 @@ pub enum FrameInfo {
     WindowsX64(windows_x64::WindowsFrame),
     /// Windows on arm64 unwind codes, written by [`windows_arm64`] from the prologue's
     /// instructions (Cranelift's own are wrong for two kinds of frame); `Err` with what no
-    /// code can say, an error when an object is written (a JIT has no use for them yet).
+    /// code can say, an error when an object is written or the JIT's unwind information
+    /// defined.
     WindowsArm64(Result<windows_arm64::WindowsArm64Frame, String>),
     /// The rules a thunk written as bytes moves through, at offsets into its code, from
     /// the CIE's initial ones ([`super::thunk::RegisterThunk::frame`]).
@@ -303,6 +305,23 @@ impl Frames {
                 FrameInfo::Compiled(..) | FrameInfo::WindowsArm64(_) | FrameInfo::Written(_) => {
                     None
                 }
+            })
+    }
+
+    fn windows_arm64(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            FuncId,
+            u32,
+            &Result<windows_arm64::WindowsArm64Frame, String>,
+        ),
+    > {
+        self.entries
+            .iter()
+            .filter_map(|(id, len, info)| match info {
+                FrameInfo::WindowsArm64(frame) => Some((*id, *len, frame)),
+                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) | FrameInfo::Written(_) => None,
             })
     }
 
@@ -490,14 +509,7 @@ impl Frames {
         object: &mut Object<'static>,
         symbol_of: &impl Fn(FuncId) -> SymbolId,
     ) -> Result<(), EmitError> {
-        let functions: Vec<_> = self
-            .entries
-            .iter()
-            .filter_map(|(id, len, info)| match info {
-                FrameInfo::WindowsArm64(frame) => Some((*id, *len, frame)),
-                FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) | FrameInfo::Written(_) => None,
-            })
-            .collect();
+        let functions: Vec<_> = self.windows_arm64().collect();
         if functions.is_empty() {
             return Ok(());
         }
@@ -986,9 +998,10 @@ pub struct JitFrames {
     buffer: Vec<u64>,
     /// The addresses passed to `__register_frame`.
     registered: Vec<usize>,
-    /// The Windows function table passed to `RtlAddFunctionTable`, if one was: Windows
-    /// reads it in place until it is deleted.
-    function_table: Vec<windows_jit::RuntimeFunction>,
+    /// The Windows function table passed to `RtlAddFunctionTable`, if one was, in the
+    /// words of this machine's `RUNTIME_FUNCTION`s: Windows reads it in place until it is
+    /// deleted.
+    function_table: Vec<u32>,
 }
 
 impl std::fmt::Debug for JitFrames {
@@ -1007,31 +1020,52 @@ impl JitFrames {
         self.registered.len() + usize::from(!self.function_table.is_empty())
     }
 
-    /// Register the function table of Windows x64 JIT code with this process
-    /// (`RtlAddFunctionTable`), when this process is one: elsewhere the code is not this
-    /// process's to unwind, and nothing is registered. Deleted when `self` drops.
+    /// Register the function table of Windows JIT code with this process
+    /// (`RtlAddFunctionTable`), when the code is for this process's machine: other code is
+    /// not this process's to unwind, and nothing is registered. Deleted when `self` drops.
     pub fn register_windows(&mut self, table: WindowsFunctionTable) -> Result<(), EmitError> {
         if !self.function_table.is_empty() {
             return Err(EmitError::UnwindTable(
                 "a function table is registered already".into(),
             ));
         }
-        #[cfg(all(windows, target_arch = "x86_64"))]
-        if !table.functions.is_empty() {
-            let len = u32::try_from(table.functions.len())
-                .map_err(|_| EmitError::UnwindTable("more than 2^32 functions".into()))?;
-            // SAFETY: `#[repr(C)]` entries as Windows declares `RUNTIME_FUNCTION`, kept in
-            // `self` (not moved: a `Vec`'s buffer stays put) until `drop` deletes the table.
-            let added = unsafe { RtlAddFunctionTable(table.functions.as_ptr(), len, table.base) };
-            if added == 0 {
-                return Err(EmitError::UnwindTable(
-                    "RtlAddFunctionTable refused the table".into(),
-                ));
-            }
-            self.function_table = table.functions;
+        if WindowsMachine::HOST != Some(table.machine) || table.functions.is_empty() {
+            return Ok(());
         }
-        #[cfg(not(all(windows, target_arch = "x86_64")))]
-        let _ = table;
+        let len = u32::try_from(table.functions.len())
+            .map_err(|_| EmitError::UnwindTable("more than 2^32 functions".into()))?;
+        self.add_function_table(table.entries(), len, table.base)
+    }
+
+    /// `RtlAddFunctionTable(entries, len, base)`, `entries` laid out as this machine's
+    /// `RUNTIME_FUNCTION`s ([`WindowsFunctionTable::entries`]).
+    #[cfg(all(windows, any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn add_function_table(
+        &mut self,
+        entries: Vec<u32>,
+        len: u32,
+        base: u64,
+    ) -> Result<(), EmitError> {
+        // SAFETY: `len` entries as Windows declares `RUNTIME_FUNCTION` on this machine, kept
+        // in `self` (not moved: a `Vec`'s buffer stays put) until `drop` deletes the table.
+        let added = unsafe { RtlAddFunctionTable(entries.as_ptr(), len, base) };
+        if added == 0 {
+            return Err(EmitError::UnwindTable(
+                "RtlAddFunctionTable refused the table".into(),
+            ));
+        }
+        self.function_table = entries;
+        Ok(())
+    }
+
+    /// No Windows here ([`WindowsMachine::HOST`] is `None`): never called.
+    #[cfg(not(all(windows, any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    fn add_function_table(
+        &mut self,
+        _entries: Vec<u32>,
+        _len: u32,
+        _base: u64,
+    ) -> Result<(), EmitError> {
         Ok(())
     }
 
@@ -1071,7 +1105,7 @@ impl JitFrames {
 
 impl Drop for JitFrames {
     fn drop(&mut self) {
-        #[cfg(all(windows, target_arch = "x86_64"))]
+        #[cfg(all(windows, any(target_arch = "x86_64", target_arch = "aarch64")))]
         if !self.function_table.is_empty() {
             // SAFETY: the table `register_windows` added, still alive.
             unsafe { RtlDeleteFunctionTable(self.function_table.as_ptr()) };
@@ -1084,17 +1118,13 @@ impl Drop for JitFrames {
     }
 }
 
-#[cfg(all(windows, target_arch = "x86_64"))]
+#[cfg(all(windows, any(target_arch = "x86_64", target_arch = "aarch64")))]
 #[link(name = "kernel32")]
 extern "system" {
     // BOOLEAN RtlAddFunctionTable(PRUNTIME_FUNCTION, DWORD, DWORD64);
-    fn RtlAddFunctionTable(
-        functions: *const windows_jit::RuntimeFunction,
-        len: u32,
-        base: u64,
-    ) -> u8;
+    fn RtlAddFunctionTable(functions: *const u32, len: u32, base: u64) -> u8;
     // BOOLEAN RtlDeleteFunctionTable(PRUNTIME_FUNCTION);
-    fn RtlDeleteFunctionTable(functions: *const windows_jit::RuntimeFunction) -> u8;
+    fn RtlDeleteFunctionTable(functions: *const u32) -> u8;
 }
 
 #[cfg(unix)]
