@@ -14,7 +14,7 @@
 //! on Windows the function table (`Merged::jit_function_table`) with
 //! `RtlAddFunctionTable`, on aarch64 the `.eh_frame` (`Merged::jit_eh_frame`) with its
 //! libgcc. The harness then stops at every instruction of one entry's first call in eight
-//! and unwinds from there, as an executable's harness does: on Windows with the trap flag
+//! (other entries in each build) and unwinds from there, as an executable's harness does: on Windows with the trap flag
 //! and Windows' own unwinder, on aarch64 at breakpoints with libgcc.
 
 use std::path::Path;
@@ -96,7 +96,7 @@ pub fn run(program: &Program, config: Config, dir: &Path) -> Result<Results, Str
     // reference build, `NoUnwindInfo`), so that entries that read their frame see the
     // same stack in each.
     let limit = if registers { STEP_LIMIT } else { -1 };
-    let stepping = Some((config.arch, limit));
+    let stepping = Some((config.arch, limit, super::first_stepped(config, program)));
     let stepper: Vec<std::ffi::OsString> = match config.arch {
         Arch::X86_64Windows => vec![windows_stepper()?.into()],
         Arch::Aarch64 => breakpoint_stepper(config),

@@ -760,7 +760,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let stepping = match (config.arch, config.output) {
         (_, Output::Jit) => None,
         (_, Output::Executable | Output::SharedLibrary | Output::PicExecutable) => {
-            Some((config.arch, limit))
+            Some((config.arch, limit, first_stepped(config, program)))
         }
     };
     std::fs::write(&harness, c_harness(program, &entries, stepping)).map_err(|e| e.to_string())?;
@@ -768,7 +768,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     // linked with besides the object (aarch64's stepping: [`MERGED_TEXT_BOUNDS`]).
     type Sources = Vec<std::ffi::OsString>;
     let (step_sources, library_sources): (Sources, Sources) = match stepping {
-        Some((Arch::Aarch64, _)) => {
+        Some((Arch::Aarch64, ..)) => {
             // The object's code in one output section, whose bounds the linker names: every
             // code section of the object (one per function with `--function-sections`,
             // which `--gc-sections` still drops one by one) renamed `merged_text`. The
@@ -797,7 +797,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
                 .collect();
             (step_sources, library_sources)
         }
-        Some((Arch::X86_64, _)) => (
+        Some((Arch::X86_64, ..)) => (
             vec![
                 "-DSINGLE_STEP_NO_CALLBACKS".into(),
                 Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -806,7 +806,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
             ],
             Vec::new(),
         ),
-        Some((Arch::X86_64Windows, _)) => (vec![windows_stepper()?.into()], Vec::new()),
+        Some((Arch::X86_64Windows, ..)) => (vec![windows_stepper()?.into()], Vec::new()),
         None => (Vec::new(), Vec::new()),
     };
     // MinGW's gcc names an executable `.exe` whatever `-o` says.
@@ -887,7 +887,7 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
     let stdout = match config.arch {
         Arch::X86_64 => command(&mut timed(&exe))?,
         Arch::Aarch64 => match stepping {
-            Some((_, limit)) if limit >= 0 => run_with_breakpoints(&exe)?,
+            Some((_, limit, _)) if limit >= 0 => run_with_breakpoints(&exe)?,
             _ => command(
                 timed("qemu-aarch64")
                     .args(["-L", "/usr/aarch64-linux-gnu"])
@@ -1098,6 +1098,26 @@ uint32_t *const merged_text_bounds[2] = {__start_merged_text, __stop_merged_text
 /// to the stepper.
 const EMULATED_STEP_EVERY: u32 = 8;
 
+/// How many entries of `p` take turns to be stepped through where stops are dear: one in
+/// [`EMULATED_STEP_EVERY`], or one in as many as there are (a fixture's few).
+fn emulated_step_every(p: &Program) -> u32 {
+    EMULATED_STEP_EVERY.min(p.entries.len().max(1) as u32)
+}
+
+/// Which entries build `config` of `p` steps through where stops are dear: those whose
+/// index leaves this remainder ([`emulated_step_every`]). Each build takes another, from a
+/// hash of its configuration, so that a program's builds step through other entries, not
+/// the same one in every build; the same build always steps the same ones. Read at run
+/// time (`step_first`), so that the harness's code is the same in every build.
+fn first_stepped(config: Config, p: &Program) -> u32 {
+    let hash = format!("{config:?}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    (hash % u64::from(emulated_step_every(p))) as u32
+}
+
 /// The most steps of one call that are unwound; the rest of the call runs without the trap
 /// flag (a long loop would take seconds).
 const STEP_LIMIT: i64 = 4000;
@@ -1106,18 +1126,19 @@ const STEP_LIMIT: i64 = 4000;
 /// `stepping` (an architecture and a limit), it is linked with that architecture's stepper
 /// ([`SINGLE_STEP_LINUX`] and [`SINGLE_STEP_WINDOWS`], x86_64's trap flag;
 /// [`BREAKPOINTS_AARCH64`], breakpoints) and stops at every instruction of each entry's
-/// first call (on aarch64 and Windows one entry's in [`EMULATED_STEP_EVERY`]), unwinding at
+/// first call (on aarch64 and Windows one entry's in [`EMULATED_STEP_EVERY`], which ones
+/// [`first_stepped`] says), unwinding at
 /// each, up to that many stops a call (-1: none, the code otherwise the same), and fails
 /// (exit status 5, the stops that did not unwind on its standard error) when an unwind did
 /// not reach the call.
-fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) -> String {
+fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64, u32)>) -> String {
     let mut s = String::from(
         "#include <stdint.h>\n#include <stdio.h>\n\
          /* Entries are `system_v` functions, on Windows too. */\n\
          #ifdef _WIN32\n#define ENTRY_ABI __attribute__((sysv_abi))\n#else\n#define ENTRY_ABI\n#endif\n\
          typedef int64_t (ENTRY_ABI *entry_fn)(int64_t, int64_t, int64_t);\n",
     );
-    if let Some((arch, limit)) = stepping {
+    if let Some((arch, limit, first)) = stepping {
         s.push_str(match arch {
             Arch::Aarch64 => {
                 "void start_stepping(int, char **, void *, void *);\n\
@@ -1131,16 +1152,19 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
         );
         // Read at run time, so that no code differs (a frame reader may see `main`'s).
         // Each entry's first call is stepped through (on aarch64 and Windows some
-        // entries', [`EMULATED_STEP_EVERY`]): the others mostly run the same instructions
+        // entries', [`EMULATED_STEP_EVERY`], other ones in each build): the others mostly run the same instructions
         // again.
         let every = match arch {
-            Arch::Aarch64 | Arch::X86_64Windows => EMULATED_STEP_EVERY,
+            Arch::Aarch64 | Arch::X86_64Windows => emulated_step_every(p),
             Arch::X86_64 => 1,
         };
+        // Every entry's, where each is stepped.
+        let first = first % every;
         let _ = writeln!(
             s,
             "static volatile long step_limit = {limit};\nstatic int first_call;\n\
-             static const unsigned step_every = {every};"
+             static const unsigned step_every = {every};\n\
+             static volatile unsigned step_first = {first};"
         );
     }
     match entries {
@@ -1169,7 +1193,7 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
             ..
         } => {
             s.push_str(&jit_image::loader_c(path, *base, *len, loader));
-            if let Some((Arch::Aarch64, _)) = stepping {
+            if let Some((Arch::Aarch64, ..)) = stepping {
                 // The code cranelift-jit wrote: the image after its page of import stubs
                 // (the loader's stand-ins for a linker's, which have no FDE).
                 let _ = writeln!(
@@ -1215,7 +1239,7 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
     let n = p.entries.len();
     // The same code whether it steps or not (entries that read their frame see the same
     // stack): what changes is the limit, -1 for none.
-    let (begin, end, start, totals, first) = if let Some((arch, _)) = stepping {
+    let (begin, end, start, totals, first) = if let Some((arch, ..)) = stepping {
         (
             "step_begin((const void *)f, 0, first_call ? step_limit : -1);\n  ",
             "\n  step_end();",
@@ -1226,7 +1250,7 @@ fn c_harness(p: &Program, entries: &Entries<'_>, stepping: Option<(Arch, i64)>) 
                 Arch::X86_64 | Arch::X86_64Windows => "start_stepping();\n",
             },
             "\n  if (step_limit >= 0 && !step_totals(stderr)) return 5;",
-            "first_call = k == 0 && in->e % step_every == 0;\n    ",
+            "first_call = k == 0 && in->e % step_every == step_first;\n    ",
         )
     } else {
         ("", "", "", "", "")
