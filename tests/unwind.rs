@@ -53,7 +53,9 @@
 //!   with a frame has `RUNTIME_FUNCTION`s covering it, and the codes of its records, run
 //!   as Windows' unwinder runs them on an emulated prologue, restore what the function
 //!   entered with after each prologue instruction (in the body, for a function with a
-//!   second record for it). `windows_arm64_jit_function_table_undoes_every_prologue_instruction`:
+//!   second record for it); and each epilogue scope's codes, run from each of its
+//!   instructions, leave what the rest of the epilogue leaves (and every return of a
+//!   function with a frame ends one). `windows_arm64_jit_function_table_undoes_every_prologue_instruction`:
 //!   the same for the functions defined through the plugin in a `JITModule` for that
 //!   target, with `Merged::jit_function_table`'s table and the records the merger defined
 //!   beside the code. `windows_arm64_a_key_signing_is_an_error_naming_the_function`: a
@@ -970,6 +972,8 @@ impl Arm64State {
         match insn {
             // paciasp, pacibsp, paciaz, pacibz
             0xd503_233f | 0xd503_237f | 0xd503_231f | 0xd503_235f => self.signed = true,
+            // autibsp, autibz (an epilogue's)
+            0xd503_23ff | 0xd503_23df => self.signed = false,
             // bti
             0xd503_241f | 0xd503_245f | 0xd503_249f | 0xd503_24df => {}
             // stp / ldp of x or d registers: offset, pre-index, post-index.
@@ -1046,9 +1050,12 @@ impl Arm64State {
                 }
                 self.x[rt as usize] = value;
             }
-            // sub sp, sp, xM (uxtx).
+            // sub sp, sp, xM (uxtx), and an epilogue's add sp, sp, xM.
             _ if insn & 0xffe0_ffff == 0xcb20_63ff => {
                 self.x[SP] = self.x[SP].wrapping_sub(self.x[bits(20, 16) as usize]);
+            }
+            _ if insn & 0xffe0_ffff == 0x8b20_63ff => {
+                self.x[SP] = self.x[SP].wrapping_add(self.x[bits(20, 16) as usize]);
             }
             // add / sub (immediate), 64-bit, sp allowed.
             _ if bits(31, 31) == 1 && bits(29, 23) == 0b0100010 => {
@@ -1209,9 +1216,15 @@ fn arm64_codes(bytes: &[u8], context: &str) -> (Vec<Arm64Code>, usize) {
     }
 }
 
-/// A `.xdata` record: the length of code it covers, its codes, and how many of them are its
-/// prologue's (one per instruction).
-fn arm64_record(record: &[u8], context: &str) -> (u64, Vec<Arm64Code>, usize) {
+/// A `.xdata` record: the length of code it covers, its codes, how many of them are its
+/// prologue's (one per instruction), and its epilogue scopes: where each starts (in bytes
+/// from the record's start) and its codes, up to `end`.
+type Arm64Record = (u64, Vec<Arm64Code>, usize, Vec<Arm64Scope>);
+
+/// An epilogue scope: where it starts, in bytes from its record's start, and its codes.
+type Arm64Scope = (u64, Vec<Arm64Code>);
+
+fn arm64_record(record: &[u8], context: &str) -> Arm64Record {
     let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().unwrap());
     let header = word(0);
     assert_eq!(
@@ -1223,9 +1236,125 @@ fn arm64_record(record: &[u8], context: &str) -> (u64, Vec<Arm64Code>, usize) {
         (0, 0) => (word(4) & 0xffff, word(4) >> 16 & 0xff, 8),
         (epilogues, words) => (epilogues, words, 4),
     };
-    assert_eq!(epilogues, 0, "{context}: epilogue scopes");
-    let (codes, prologue) = arm64_codes(&record[start..start + words as usize * 4], context);
-    (u64::from(header & 0x3ffff) * 4, codes, prologue)
+    let codes_at = start + 4 * epilogues as usize;
+    let bytes = &record[codes_at..codes_at + words as usize * 4];
+    let (codes, prologue) = arm64_codes(bytes, context);
+    let mut last = None;
+    let scopes = (0..epilogues as usize)
+        .map(|n| {
+            let scope = word(start + 4 * n);
+            let (at, index) = (u64::from(scope & 0x3ffff) * 4, (scope >> 22) as usize);
+            assert!(last < Some(at), "{context}: epilogue scopes out of order");
+            last = Some(at);
+            (at, arm64_codes(&bytes[index..], context).0)
+        })
+        .collect();
+    (u64::from(header & 0x3ffff) * 4, codes, prologue, scopes)
+}
+
+/// [`check_arm64_epilogues`] for each record of a function (`fragments` as
+/// [`check_arm64_function`] takes them; `epilogues`: each record's start, length and
+/// scopes): how many scopes.
+fn check_arm64_epilogues_of(
+    fragments: &[(u64, u64, Vec<Arm64Code>, usize)],
+    epilogues: &[(u64, u64, Vec<Arm64Scope>)],
+    code: &[u8],
+    context: &str,
+) -> usize {
+    let prologue = match fragments {
+        [(_, _, _, n)] => *n,
+        [(_, len, ..), ..] => (*len / 4) as usize,
+        [] => 0,
+    };
+    epilogues
+        .iter()
+        .map(|(begin, len, scopes)| {
+            check_arm64_epilogues(code, (*begin, *len), prologue, scopes, context)
+        })
+        .sum()
+}
+
+/// Check the epilogue scopes of a record that starts `begin` bytes into a function whose
+/// code is `code`: each starts after the prologue's `prologue` instructions and ends (its
+/// codes' count of instructions on) at the function's return or a branch out of it; and
+/// stopped before each of its instructions, Windows' unwinder (running the scope's codes
+/// from that instruction's) leaves the stack pointer, the callee-saved registers, the
+/// frame pointer, the return address and its signing as the epilogue leaves them, from
+/// any values the body left. Every `ret` the record of a function with a frame covers ends
+/// a scope. How many scopes.
+fn check_arm64_epilogues(
+    code: &[u8],
+    (begin, len): (u64, u64),
+    prologue: usize,
+    scopes: &[Arm64Scope],
+    context: &str,
+) -> usize {
+    let insn = |at: u64| u32::from_le_bytes(code[at as usize..at as usize + 4].try_into().unwrap());
+    let seen = |s: &Arm64State| (s.x[SP], s.x[19..=30].to_vec(), s.d, s.signed);
+    let mut ends = Vec::new();
+    for (start, codes) in scopes {
+        let start = begin + start;
+        assert!(
+            start >= prologue as u64 * 4,
+            "{context}: an epilogue scope at {start} in the prologue"
+        );
+        let end = start + 4 * codes.len() as u64;
+        assert!(
+            end < begin + len,
+            "{context}: the epilogue at {start} ends past its record"
+        );
+        let exit = insn(end);
+        assert!(
+            exit == 0xd65f_03c0
+                || exit & 0xffff_fc1f == 0xd61f_0000
+                || exit & 0xfc00_0000 == 0x1400_0000,
+            "{context}: the epilogue at {start} ends at {exit:#010x}, not a return or a branch"
+        );
+        ends.push(end);
+        // The body's values: the entry's, but every register Windows restores changed, and
+        // the return address signed where the epilogue authenticates it.
+        let mut state = Arm64State::at_entry();
+        for r in state.x.iter_mut().take(31).skip(19) {
+            *r ^= 0xb0d7_0000;
+        }
+        for r in &mut state.d {
+            *r ^= 0xb0d7_0000;
+        }
+        state.signed = (start..end)
+            .step_by(4)
+            .any(|at| matches!(insn(at), 0xd503_23ff | 0xd503_23df));
+        let mut states = vec![state.clone()];
+        for at in (start..end).step_by(4) {
+            state.step(insn(at)).unwrap_or_else(|| {
+                panic!("{context}: epilogue instruction at {at} ({:#010x}) is not one this emulator runs", insn(at))
+            });
+            states.push(state.clone());
+        }
+        for (k, before) in states.iter().enumerate() {
+            let mut unwound = before.clone();
+            unwound.unwind(&codes[k..]);
+            assert_eq!(
+                seen(&unwound),
+                seen(&state),
+                "{context}: unwound after {k} of the epilogue's {} instructions at {start} ({codes:?})",
+                codes.len()
+            );
+        }
+    }
+    // (A function without a frame has no prologue, and nothing to restore.)
+    let framed = prologue > 0;
+    for at in (begin..begin + len)
+        .step_by(4)
+        .filter(|&at| framed && at >= prologue as u64 * 4)
+    {
+        if insn(at) == 0xd65f_03c0 {
+            assert!(
+                ends.contains(&at),
+                "{context}: the return at {at} ends no epilogue scope"
+            );
+        }
+    }
+    scopes.len()
 }
 
 /// Check the records (`fragments`: offset, length, codes, prologue's codes) that cover a
@@ -1292,6 +1421,7 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
     use cranelift_object::object::RelocationTarget;
     let dir = scratch("windows-arm64");
     let mut checked = 0;
+    let mut scopes = 0;
     // Every configuration; return addresses signed (with the B key, as Windows does) and
     // branch targets marked (`bti` before the prologue).
     let mut signed = vec!["--merge-functions", "trampolines", "--merge-similar"];
@@ -1309,7 +1439,9 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
     let runs = configurations()
         .into_iter()
         .chain([(signed.join(" "), signed), (probes.join(" "), probes)])
-        .flat_map(|c| [FIXTURE, WINDOWS_ARM64_FRAMES].map(|fixture| (c.clone(), fixture)));
+        .flat_map(|c| {
+            [FIXTURE, WINDOWS_ARM64_FRAMES, TAIL_CALLS_FIXTURE].map(|fixture| (c.clone(), fixture))
+        });
     for (i, ((config, args), fixture)) in runs.enumerate() {
         let context = format!("aarch64-pc-windows-msvc {fixture} {config}");
         let obj = dir.join(format!("m{i}.o"));
@@ -1359,10 +1491,12 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
             let code = &text[start as usize..end as usize];
             let framed = code.starts_with(AARCH64_FRAME);
             in_a_function.extend(records.range(start..end).map(|(b, _)| *b));
+            let mut epilogues = Vec::new();
             let fragments: Vec<_> = records
                 .range(start..end)
                 .map(|(&begin, &at)| {
-                    let (len, codes, prologue) = arm64_record(&xdata[at..], &context);
+                    let (len, codes, prologue, scopes) = arm64_record(&xdata[at..], &context);
+                    epilogues.push((begin - start, len, scopes));
                     (begin - start, len, codes, prologue)
                 })
                 .collect();
@@ -1374,6 +1508,12 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
                 continue;
             }
             check_arm64_function(&fragments, code, &format!("{context}: {name}"));
+            scopes += check_arm64_epilogues_of(
+                &fragments,
+                &epilogues,
+                code,
+                &format!("{context}: {name}"),
+            );
             checked += 1;
         }
         let stray: Vec<_> = records
@@ -1386,6 +1526,7 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
         );
     }
     assert!(checked > 0, "no function was checked");
+    assert!(scopes > 0, "no epilogue was checked");
 }
 
 /// What the Windows arm64 JIT image of [`windows_arm64_jit_function_table_undoes_every_prologue_instruction`]
@@ -1409,6 +1550,7 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
         ("use_bti", "true"),
     ];
     let mut checked = 0;
+    let mut scopes = 0;
     for mode in [MergeMode::Trampolines, MergeMode::Aliases] {
         for (similar, clif_thunks, settings) in [
             (false, false, &[][..]),
@@ -1473,10 +1615,12 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
                     .get(k + 1)
                     .copied()
                     .unwrap_or(base + memory.len() as u64);
+                let mut epilogues = Vec::new();
                 let fragments: Vec<_> = records
                     .range(start..next)
                     .map(|(&begin, &record)| {
-                        let (len, codes, prologue) = arm64_record(at(record), &context);
+                        let (len, codes, prologue, scopes) = arm64_record(at(record), &context);
+                        epilogues.push((begin - start, len, scopes));
                         (begin - start, len, codes, prologue)
                     })
                     .collect();
@@ -1498,7 +1642,9 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
                     start + covered <= next,
                     "{name}: its records run into the next function"
                 );
-                check_arm64_function(&fragments, &at(start)[..covered as usize], &name);
+                let code = &at(start)[..covered as usize];
+                check_arm64_function(&fragments, code, &name);
+                scopes += check_arm64_epilogues_of(&fragments, &epilogues, code, &name);
                 checked += 1;
             }
             assert_eq!(
@@ -1510,6 +1656,7 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
         }
     }
     assert!(checked > 0, "no function was checked");
+    assert!(scopes > 0, "no epilogue was checked");
 }
 
 /// Windows on arm64 with return addresses signed with the A key, where Windows' unwind

@@ -26,9 +26,15 @@
 //! unwinds a frame stopped in its body; a sampler stopping such a function inside its
 //! prologue may not unwind it.
 //!
-//! Epilogues are not described, as Wasmtime does not describe them: a frame stopped at a
-//! call is never in its epilogue, but a sampler that stops a thread inside one unwinds
-//! with the prologue's codes there.
+//! Epilogues are described too (`epilogues`), which Wasmtime's records do not: a frame
+//! stopped at a call is never in its epilogue, but a sampler or a debugger that stops a
+//! thread inside one unwinds it from there. Windows unwinds a frame stopped in an
+//! epilogue by running the epilogue's codes from the instruction it stopped at, each code
+//! doing to the stack pointer and the registers what its instruction does, so the codes
+//! of any run of instructions that each have one (loads of callee-saved registers from the
+//! stack, `add sp`, `autibsp`), ending in the return or a tail call's branch after the
+//! frame record is reloaded, describe it wherever it stops, however many of them belong
+//! to the body rather than to the epilogue proper.
 
 use std::ops::Range;
 
@@ -46,6 +52,16 @@ pub struct WindowsArm64Frame {
     /// Whether each instruction has exactly one code, so that Windows' count of them
     /// inside the prologue is right.
     one_each: bool,
+    /// The epilogues, in order.
+    epilogues: Vec<Epilogue>,
+}
+
+/// An epilogue: where its first described instruction is, and the codes of its
+/// instructions in the order they run, the last (`end`) the return's or the tail call's.
+#[derive(Clone, Debug, PartialEq)]
+struct Epilogue {
+    start: u32,
+    codes: Vec<u8>,
 }
 
 /// One prologue instruction, as far as unwinding is concerned.
@@ -91,6 +107,11 @@ const PACIAZ: u32 = 0xd503_231f;
 /// `pacibsp` and `pacibz` (a `tail` function's, whose modifier is zero).
 const PACIBSP: u32 = 0xd503_237f;
 const PACIBZ: u32 = 0xd503_235f;
+/// `autibsp` and `autibz`: the return address authenticated with the B key.
+const AUTIBSP: u32 = 0xd503_23ff;
+const AUTIBZ: u32 = 0xd503_23df;
+/// `ret`.
+const RET: u32 = 0xd65f_03c0;
 /// The `end` code.
 const END: u8 = 0xe4;
 /// The `end_c` code: ends an (empty) prologue; the codes after it are still run.
@@ -101,6 +122,10 @@ const NOP: u8 = 0xe3;
 const MAX_WORDS: u32 = (1 << 18) - 1;
 /// The code words a header holds without its extension word (5 bits).
 const MAX_HEADER_CODE_WORDS: u32 = (1 << 5) - 1;
+/// The epilogue scopes a header holds without its extension word (5 bits).
+const MAX_HEADER_EPILOGUES: u32 = (1 << 5) - 1;
+/// The first code index an epilogue scope cannot name (10 bits).
+const MAX_EPILOGUE_INDEX: usize = 1 << 10;
 
 impl WindowsArm64Frame {
     /// The frame of a function whose code is `code` and whose prologue ends at
@@ -170,6 +195,7 @@ impl WindowsArm64Frame {
             prologue,
             codes,
             one_each,
+            epilogues: epilogues(code, prologue),
         })
     }
 
@@ -178,13 +204,25 @@ impl WindowsArm64Frame {
     /// is longer than a record covers (1 MiB).
     pub fn records(&self, len: u32) -> Result<Vec<Record>, String> {
         if self.one_each || self.prologue >= len {
-            return Ok(vec![(0..len, record(len, &[], &self.codes)?)]);
+            return Ok(vec![(
+                0..len,
+                record(len, &[], &self.codes, &self.epilogues, 0)?,
+            )]);
         }
         Ok(vec![
-            (0..self.prologue, record(self.prologue, &[], &self.codes)?),
+            (
+                0..self.prologue,
+                record(self.prologue, &[], &self.codes, &[], 0)?,
+            ),
             (
                 self.prologue..len,
-                record(len - self.prologue, &[END_C], &self.codes)?,
+                record(
+                    len - self.prologue,
+                    &[END_C],
+                    &self.codes,
+                    &self.epilogues,
+                    self.prologue,
+                )?,
             ),
         ])
     }
@@ -204,9 +242,18 @@ fn defines_fp(s: Step) -> bool {
     }
 }
 
-/// The record of a range `len` bytes long: the header, `before` (an `end_c` for a range
-/// without a prologue), the codes, `end`, and `nop`s to the word.
-fn record(len: u32, before: &[u8], codes: &[u8]) -> Result<Vec<u8>, String> {
+/// The record of a range `len` bytes long that starts `from` bytes into its function: the
+/// header, a scope per epilogue in the range, `before` (an `end_c` for a range without a
+/// prologue), the codes, `end`, each epilogue's codes (one copy of codes that several
+/// epilogues share), and `nop`s to the word. An epilogue whose codes would start further
+/// in than a scope can say is left out, as are those after it.
+fn record(
+    len: u32,
+    before: &[u8],
+    codes: &[u8],
+    epilogues: &[Epilogue],
+    from: u32,
+) -> Result<Vec<u8>, String> {
     let words = len / 4;
     if words > MAX_WORDS {
         return Err(format!(
@@ -215,6 +262,25 @@ fn record(len: u32, before: &[u8], codes: &[u8]) -> Result<Vec<u8>, String> {
     }
     let mut all: Vec<u8> = before.iter().chain(codes).copied().collect();
     all.push(END);
+    // Each scope: its first instruction, in words from the range's start, and the index
+    // of its first code.
+    let mut scopes: Vec<u32> = Vec::new();
+    let mut placed: Vec<(&[u8], usize)> = Vec::new();
+    for epilogue in epilogues
+        .iter()
+        .filter(|e| (from..from + len).contains(&e.start))
+    {
+        let index = match placed.iter().find(|(c, _)| *c == epilogue.codes.as_slice()) {
+            Some(&(_, index)) => index,
+            None if all.len() >= MAX_EPILOGUE_INDEX => break,
+            None => {
+                placed.push((&epilogue.codes, all.len()));
+                all.extend(&epilogue.codes);
+                all.len() - epilogue.codes.len()
+            }
+        };
+        scopes.push(((epilogue.start - from) / 4) | ((index as u32) << 22));
+    }
     while !all.len().is_multiple_of(4) {
         all.push(NOP);
     }
@@ -222,23 +288,257 @@ fn record(len: u32, before: &[u8], codes: &[u8]) -> Result<Vec<u8>, String> {
     if code_words > 0xff {
         return Err("more unwind codes than a Windows arm64 record holds".to_string());
     }
-    let mut out = Vec::with_capacity(8 + all.len());
-    if code_words <= MAX_HEADER_CODE_WORDS {
-        out.extend((words | code_words << 27).to_le_bytes());
+    let count = scopes.len() as u32;
+    let mut out = Vec::with_capacity(8 + 4 * scopes.len() + all.len());
+    if code_words <= MAX_HEADER_CODE_WORDS && count <= MAX_HEADER_EPILOGUES {
+        out.extend((words | count << 22 | code_words << 27).to_le_bytes());
     } else {
         // Code words and epilogue count both zero in the header: the next word holds them.
         out.extend(words.to_le_bytes());
-        out.extend((code_words << 16).to_le_bytes());
+        out.extend((count | code_words << 16).to_le_bytes());
+    }
+    for scope in scopes {
+        out.extend(scope.to_le_bytes());
     }
     out.extend(all);
     Ok(out)
 }
 
+/// The epilogues of a function whose code is `code` and whose prologue ends at `prologue`:
+/// each return (`ret`), and each tail call's branch out of the function (`b`, or `br`),
+/// after the run of instructions before it that each have one unwind code doing what the
+/// instruction does ([`epilogue_step`]), when that run reloads the frame record (`x29` and
+/// `x30`: before that, the return address is not the caller's). The run stops at an
+/// instruction that has no such code, at one that would take two (a pair of registers
+/// that are not consecutive), at an `add sp` of a scratch register it does not see set,
+/// and at the prologue.
+fn epilogues(code: &[u8], prologue: u32) -> Vec<Epilogue> {
+    let words: Vec<u32> = code
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes(w.try_into().expect("four bytes")))
+        .collect();
+    let first = (prologue / 4) as usize;
+    let mut out = Vec::new();
+    for (at, &insn) in words.iter().enumerate().skip(first) {
+        if !leaves_the_function(insn, at, words.len()) {
+            continue;
+        }
+        // The run of described instructions before it, found backwards.
+        let mut start = at;
+        // (Any size will do for an `add sp` of a scratch register here: its move is before.)
+        while start > first && epilogue_step(words[start - 1], &mut [Some(0); 2]).is_some() {
+            start -= 1;
+        }
+        // Its codes, forwards (the scratch registers' values come from their moves); a
+        // run cut short starts again after what cuts it.
+        let mut scratch = [None; 2];
+        let mut codes = Vec::new();
+        let mut reloads_frame = false;
+        let mut begin = start;
+        for (n, &insn) in words.iter().enumerate().take(at).skip(start) {
+            let step = epilogue_step(insn, &mut scratch);
+            let mut one = Vec::new();
+            match step.map(|s| (s, encode(s, true, &mut one))) {
+                Some((s, Ok(1))) => {
+                    reloads_frame |= matches!(
+                        s,
+                        Step::StorePair {
+                            first: 29,
+                            second: 30,
+                            simd: false,
+                            ..
+                        }
+                    );
+                    codes.extend(one);
+                }
+                _ => {
+                    codes.clear();
+                    reloads_frame = false;
+                    begin = n + 1;
+                }
+            }
+        }
+        if reloads_frame {
+            codes.push(END);
+            out.push(Epilogue {
+                start: begin as u32 * 4,
+                codes,
+            });
+        }
+    }
+    out
+}
+
+/// Whether `insn`, the instruction at word `at` of a function `len` words long, leaves it:
+/// `ret`, `br` of a register other than `x30`, or a `b` out of the function.
+fn leaves_the_function(insn: u32, at: usize, len: usize) -> bool {
+    match insn {
+        RET => true,
+        _ if insn & 0xffff_fc1f == 0xd61f_0000 => (insn >> 5) & 0x1f != 30,
+        _ if insn & 0xfc00_0000 == 0x1400_0000 => {
+            let offset = ((insn << 6) as i32 >> 6) as i64;
+            let target = at as i64 + offset;
+            target < 0 || target >= len as i64
+        }
+        _ => false,
+    }
+}
+
+/// What an instruction before an epilogue's return does, as the prologue instruction whose
+/// code does the same to the stack pointer and the registers Windows restores: a load of a
+/// pair or of one register from the stack (post-indexed: the code of the pre-indexed
+/// store), `add sp` (an allocation's code), `mov sp, x29` (`set_fp`), the B key's `autibsp`
+/// or `autibz` (`pac_sign_lr`, which strips the signature) and the moves into x16 and x17
+/// that a large `add sp` adds (`nop`, their values in `scratch`, `None` until set). `None`
+/// for anything else.
+fn epilogue_step(insn: u32, scratch: &mut [Option<u64>; 2]) -> Option<Step> {
+    // A load of a pair or of one register, post-indexed or at an offset.
+    if let Some(access) = StackAccess::of(insn) {
+        return match (access.load, access.indexing) {
+            (true, Indexing::Post(offset)) if offset > 0 => {
+                Some(access.step(Address::PreIndexed(offset as u32)))
+            }
+            (true, Indexing::Offset(offset)) => Some(access.step(Address::Offset(offset))),
+            _ => None,
+        };
+    }
+    let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
+    let rt = bits(4, 0);
+    Some(match insn {
+        AUTIBSP | AUTIBZ => Step::SignLr,
+        // mov sp, x29.
+        0x9100_03bf => Step::SetFp { offset: 0 },
+        // add sp, sp, #imm{, lsl #12}.
+        _ if insn & 0xff80_03ff == 0x9100_03ff => Step::Alloc {
+            size: bits(21, 10) << (12 * bits(22, 22)),
+        },
+        // movz / movk into x16 or x17 (or w16, w17).
+        _ if matches!(bits(30, 23), 0b10_100101 | 0b11_100101) && matches!(rt, 16 | 17) => {
+            let shift = 16 * bits(22, 21);
+            let imm = u64::from(bits(20, 5)) << shift;
+            let r = &mut scratch[rt as usize - 16];
+            *r = match (bits(30, 29), *r) {
+                (0b10, _) => Some(imm),
+                (_, Some(r)) => Some(r & !(0xffff << shift) | imm),
+                (_, None) => None,
+            };
+            Step::Nop
+        }
+        // add sp, sp, x16 or x17 (uxtx): a size set before, within the epilogue.
+        _ if insn & 0xffe0_ffff == 0x8b20_63ff && matches!(bits(20, 16), 16 | 17) => Step::Alloc {
+            size: u32::try_from(scratch[bits(20, 16) as usize - 16]?).ok()?,
+        },
+        _ => return None,
+    })
+}
+
+/// A store or a load of x or d registers at the stack pointer: `stp`/`ldp` of a pair, or
+/// `str`/`ldr` of one (64 bits, scaled offset or indexed).
+#[derive(Clone, Copy, Debug)]
+struct StackAccess {
+    load: bool,
+    first: u32,
+    /// The pair's second register.
+    second: Option<u32>,
+    simd: bool,
+    indexing: Indexing,
+}
+
+/// How a [`StackAccess`] addresses the stack.
+#[derive(Clone, Copy, Debug)]
+enum Indexing {
+    /// `[sp, #offset]`.
+    Offset(u32),
+    /// `[sp, #offset]!`: at `sp + offset`, which `sp` then becomes.
+    Pre(i32),
+    /// `[sp], #offset`: at `sp`, which then moves by `offset`.
+    Post(i32),
+}
+
+impl StackAccess {
+    /// `insn` decoded, if it is one.
+    fn of(insn: u32) -> Option<StackAccess> {
+        let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
+        let (rt, rn, rt2) = (bits(4, 0), bits(9, 5), bits(14, 10));
+        const SP: u32 = 31;
+        if rn != SP {
+            return None;
+        }
+        // stp / ldp of x (opc 10) or d (opc 01, V) registers.
+        if bits(29, 27) == 0b101 {
+            let simd = match (bits(31, 30), bits(26, 26)) {
+                (0b10, 0) => false,
+                (0b01, 1) => true,
+                _ => return None,
+            };
+            let offset = ((bits(21, 15) << 25) as i32 >> 25) * 8;
+            let indexing = match bits(25, 23) {
+                0b001 => Indexing::Post(offset),
+                0b010 => Indexing::Offset(u32::try_from(offset).ok()?),
+                0b011 => Indexing::Pre(offset),
+                _ => return None,
+            };
+            return Some(StackAccess {
+                load: bits(22, 22) == 1,
+                first: rt,
+                second: Some(rt2),
+                simd,
+                indexing,
+            });
+        }
+        // str / ldr of an x or d register (size 64): scaled offset, pre- or post-indexed.
+        if bits(31, 30) == 0b11 && bits(29, 27) == 0b111 && bits(23, 23) == 0 {
+            let offset = (bits(20, 12) << 23) as i32 >> 23;
+            let indexing = match (bits(25, 24), bits(21, 21), bits(11, 10)) {
+                (0b01, _, _) => Indexing::Offset(bits(21, 10) * 8),
+                (0b00, 0, 0b11) => Indexing::Pre(offset),
+                (0b00, 0, 0b01) => Indexing::Post(offset),
+                _ => return None,
+            };
+            return Some(StackAccess {
+                load: bits(22, 22) == 1,
+                first: rt,
+                second: None,
+                simd: bits(26, 26) == 1,
+                indexing,
+            });
+        }
+        None
+    }
+
+    /// The prologue step of a store of these registers at `at`.
+    fn step(self, at: Address) -> Step {
+        match self.second {
+            Some(second) => Step::StorePair {
+                first: self.first,
+                second,
+                simd: self.simd,
+                at,
+            },
+            None => Step::Store {
+                reg: self.first,
+                simd: self.simd,
+                at,
+            },
+        }
+    }
+}
+
 /// What `insn`, an instruction of a Cranelift prologue, does; `scratch` holds the
 /// constants moved into x16 and x17 for a large allocation. `None` for anything else.
 fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
+    // A store of a pair or of one register, pre-indexed or at an offset.
+    if let Some(access) = StackAccess::of(insn) {
+        return match (access.load, access.indexing) {
+            (false, Indexing::Pre(offset)) if offset < 0 => {
+                Some(access.step(Address::PreIndexed(offset.unsigned_abs())))
+            }
+            (false, Indexing::Offset(offset)) => Some(access.step(Address::Offset(offset))),
+            _ => None,
+        };
+    }
     let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
-    let (rt, rn, rt2) = (bits(4, 0), bits(9, 5), bits(14, 10));
+    let (rt, rn) = (bits(4, 0), bits(9, 5));
     const SP: u32 = 31;
     Some(match insn {
         // Windows' unwinder strips the signature (`pac_sign_lr` says `pacibsp`; it does not
@@ -246,42 +546,6 @@ fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
         PACIBSP | PACIBZ => Step::SignLr,
         // bti {c, j, jc}
         0xd503_241f | 0xd503_245f | 0xd503_249f | 0xd503_24df => Step::Nop,
-        // stp of x (opc 10) or d (opc 01, V) registers, pre-indexed or at an offset.
-        _ if bits(29, 27) == 0b101 && bits(22, 22) == 0 && rn == SP => {
-            let simd = match (bits(31, 30), bits(26, 26)) {
-                (0b10, 0) => false,
-                (0b01, 1) => true,
-                _ => return None,
-            };
-            let offset = ((bits(21, 15) << 25) as i32 >> 25) * 8;
-            let at = match bits(25, 23) {
-                0b011 if offset < 0 => Address::PreIndexed(offset.unsigned_abs()),
-                0b010 if offset >= 0 => Address::Offset(offset as u32),
-                _ => return None,
-            };
-            Step::StorePair {
-                first: rt,
-                second: rt2,
-                simd,
-                at,
-            }
-        }
-        // str of an x or d register: unsigned offset, or pre-indexed.
-        _ if bits(31, 30) == 0b11 && bits(29, 27) == 0b111 && bits(23, 22) == 0 && rn == SP => {
-            let simd = bits(26, 26) == 1;
-            let at = match (bits(25, 24), bits(21, 21), bits(11, 10)) {
-                (0b01, _, _) => Address::Offset(bits(21, 10) * 8),
-                (0b00, 0, 0b11) => {
-                    let offset = (bits(20, 12) << 23) as i32 >> 23;
-                    if offset >= 0 {
-                        return None;
-                    }
-                    Address::PreIndexed(offset.unsigned_abs())
-                }
-                _ => return None,
-            };
-            Step::Store { reg: rt, simd, at }
-        }
         // ldur x29, [sp, #offset]: the caller's frame pointer reloaded, which the store
         // of x29 after it and its code restore.
         _ if insn & 0xffe0_0fff == 0xf840_03fd => Step::Nop,
