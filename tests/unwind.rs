@@ -47,6 +47,9 @@
 //!   `ld64.lld` has every function's FDE with the rows the same module linked for Linux
 //!   has, and the object's FDEs as Apple's ld64 computes them from `__eh_frame`'s
 //!   relocations are the dylib's (macOS code is not run here).
+//!   `macho_plugin_objects_give_anonymous_bodies_their_fdes`: the same for the plugin's
+//!   objects, whose shared bodies are anonymous functions (`_.LfnN`): each body with a
+//!   frame has its FDE in the dylib.
 //! - `windows_arm64_unwind_codes_undo_every_prologue_instruction`: for
 //!   `aarch64-pc-windows-msvc`, in every configuration and for
 //!   `fixtures/unwind/windows_arm64_frames.clif` too (large allocations), every function
@@ -722,6 +725,18 @@ fn macho_linker() -> Option<&'static str> {
         .find(|tool| have(tool))
 }
 
+/// Link the Mach-O `object` for `arch` into the dylib `dylib` with `ld64` (`ld64.lld`),
+/// for macOS 11, its undefined symbols left to the loader.
+fn link_dylib(ld64: &str, arch: &str, object: &Path, dylib: &Path) {
+    run(Command::new(ld64)
+        .args(["-dylib", "-arch", arch])
+        .args(["-platform_version", "macos", "11.0", "11.0"])
+        .args(["-undefined", "dynamic_lookup"])
+        .arg(object)
+        .arg("-o")
+        .arg(dylib));
+}
+
 /// The FDEs of an eh_frame section's `data`, at `address`, by the functions they start at
 /// (`names` by address; more than one where aliases share a body): each one's count of
 /// names, its length and its unwind table's rows (each as an offset range in the
@@ -887,20 +902,7 @@ fn macho_objects_have_the_fdes_of_elf_objects() {
                 .arg(&elf)
                 .arg("-o")
                 .arg(&so));
-            run(Command::new(ld64)
-                .args([
-                    "-dylib",
-                    "-arch",
-                    arch,
-                    "-platform_version",
-                    "macos",
-                    "11.0",
-                    "11.0",
-                ])
-                .args(["-undefined", "dynamic_lookup"])
-                .arg(&macho)
-                .arg("-o")
-                .arg(&dylib));
+            link_dylib(ld64, arch, &macho, &dylib);
             let (want, got) = (fde_rows(&so), fde_rows(&dylib));
             assert!(!want.is_empty(), "{context}: no FDE in the Linux build");
             assert_eq!(
@@ -1406,6 +1408,70 @@ fn check_arm64_function(
             seen(&entry),
             "{context}: unwound after {k} of the prologue's {prologue} instructions ({codes:?})"
         );
+    }
+}
+
+/// Mach-O through the plugin (`define_in_object`, `finish_object`), whose shared bodies
+/// are the module's anonymous functions (`_.LfnN` symbols) where the command line names
+/// them: for `x86_64-apple-darwin` and `aarch64-apple-darwin`, with merge-similar, in both
+/// modes, the object links into a dylib with `ld64.lld`, every function with a frame
+/// (anonymous bodies included) has an FDE there, and the object's FDEs as Apple's ld64
+/// computes them from its relocations are the dylib's.
+#[test]
+fn macho_plugin_objects_give_anonymous_bodies_their_fdes() {
+    use cranelift_object::{ObjectBuilder, ObjectModule};
+    let Some(ld64) = macho_linker() else {
+        eprintln!("skipping: needs ld64.lld from LLVM 15 or later (Debian: lld-19)");
+        return;
+    };
+    for (apple, arch, frame) in [
+        ("x86_64-apple-darwin", "x86_64", &[0x55u8][..]),
+        ("aarch64-apple-darwin", "arm64", AARCH64_FRAME),
+    ] {
+        let dir = scratch(&format!("macho-plugin-{arch}"));
+        for mode in [MergeMode::Trampolines, MergeMode::Aliases] {
+            let context = format!("{apple} plugin {mode:?}, merge-similar");
+            let target = TargetInfo::from_triple_str(apple).unwrap();
+            let isa = clif_merge::build_isa(&target, &[("is_pic".into(), "true".into())]).unwrap();
+            let mut module =
+                ObjectModule::new(ObjectBuilder::new(isa, "m", default_libcall_names()).unwrap());
+            let (merger, _) = plugin_merger(&mut module, functions(), mode, true, false);
+            let merged = merger.define_in_object(&mut module).unwrap();
+            let mut product = module.finish();
+            merged.finish_object(&mut product).unwrap();
+            let (object, dylib) = (
+                dir.join(format!("{mode:?}.o")),
+                dir.join(format!("{mode:?}.dylib")),
+            );
+            std::fs::write(&object, product.emit().unwrap()).unwrap();
+            link_dylib(ld64, arch, &object, &dylib);
+            let got = fde_rows(&dylib);
+            assert_eq!(
+                fde_rows_as_ld64_reads(&object),
+                got,
+                "{context}: the object's FDEs as ld64 reads them, against the dylib's"
+            );
+            let bytes = std::fs::read(&object).unwrap();
+            let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+            let text = file.section_by_name("__text").unwrap();
+            let code = text.data().unwrap();
+            let framed: Vec<String> = function_names(&file)
+                .into_iter()
+                .filter(|&(at, _)| code[(at - text.address()) as usize..].starts_with(frame))
+                .flat_map(|(_, names)| names)
+                .collect();
+            let anonymous = framed.iter().filter(|n| n.starts_with(".Lfn")).count();
+            assert!(
+                anonymous > 0,
+                "{context}: no anonymous body with a frame: {framed:?}"
+            );
+            for name in &framed {
+                assert!(
+                    got.contains_key(name),
+                    "{context}: {name} has a frame but no FDE in the dylib"
+                );
+            }
+        }
     }
 }
 
@@ -2706,6 +2772,20 @@ fn try_define_with_plugin(
     Result<Merged, clif_merge::plugin::PluginError>,
     BTreeMap<String, FuncId>,
 ) {
+    let (merger, ids) = plugin_merger(module, funcs, mode, similar, clif_thunks);
+    (merger.define_in_jit(module), ids)
+}
+
+/// `funcs` declared in `module` (exported; the functions they call but do not define
+/// imported) and added to a `FunctionMerger` in `mode` for it, ready to define them: the
+/// merger, and the id of each name.
+fn plugin_merger<M: Module>(
+    module: &mut M,
+    funcs: Vec<Function>,
+    mode: MergeMode,
+    similar: bool,
+    clif_thunks: bool,
+) -> (FunctionMerger, BTreeMap<String, FuncId>) {
     let mut ids: BTreeMap<String, FuncId> = BTreeMap::new();
     for f in &funcs {
         let name = f.name.to_string().trim_start_matches('%').to_string();
@@ -2753,7 +2833,7 @@ fn try_define_with_plugin(
         }
         merger.add(ids[&name], func).unwrap();
     }
-    (merger.define_in_jit(module), ids)
+    (merger, ids)
 }
 
 /// Through `emit_jit`.
