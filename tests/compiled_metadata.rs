@@ -208,6 +208,7 @@ const EXCEPTIONS: Fixture = Fixture {
         ("catch_1_in_7", Linkage::Export),
         ("catch_1_in_9", Linkage::Export),
         ("catch_1_in_own", Linkage::Export),
+        ("catch_2_before_default", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
@@ -298,6 +299,10 @@ impl Catch {
             };
             catches.push(Catch { tag, context, to });
         }
+        // A `default` matches only when no tag does, wherever the table lists it
+        // (Cranelift's `ExceptionTable`): the runtimes, which take the first that matches,
+        // see the tags first, in their order.
+        catches.sort_by_key(|c| c.tag.is_none());
         catches
     }
 
@@ -794,6 +799,9 @@ fn with_tag_thrown(n: usize, x: i64) -> i64 {
         10 => caught_in(7, payload + 7),
         11 => caught_in(9, payload + 9),
         12 => caught(1, payload + instance),
+        // `default` catches what no tag does, wherever the table lists it.
+        13 if tag == 2 => payload + 2,
+        13 => payload - 5,
         _ => unreachable!("{n}"),
     }
 }
