@@ -178,6 +178,10 @@ const STACK_MAPS: Fixture = Fixture {
         ("root_times_4", Linkage::Export),
         ("root_times_4_plus_1", Linkage::Export),
         ("second_of_two_plus_1", Linkage::Export),
+        ("mixed_root", Linkage::Export),
+        ("mixed_root_plus_1", Linkage::Export),
+        ("mixed_first_of_two", Linkage::Export),
+        ("mixed_second_of_two_plus_1", Linkage::Export),
     ],
     merges: Merges {
         folds: &[(1, 0)],
@@ -185,8 +189,7 @@ const STACK_MAPS: Fixture = Fixture {
         apart: &[(3, 2)],
         preemptible: &[(6, 7)],
         similar: &[(4, 5)],
-        // Alignment merging leaves functions with stack maps out of its scope.
-        aligned: &[],
+        aligned: &[12, 13, 14, 15],
     },
 };
 
@@ -776,8 +779,29 @@ fn with_roots_moved(n: usize, x: i64) -> i64 {
         9 => 4 * (x + MOVED_BY),
         10 => 4 * (x + MOVED_BY) + 1,
         11 => -MOVED_BY,
+        12 => mix(x + MOVED_BY, 4),
+        13 => mix(x + MOVED_BY, 4).wrapping_add(1),
+        14 => mix((x + MOVED_BY) ^ (x + 1), 12),
+        15 => mix(x ^ (x + 1 + MOVED_BY), 12).wrapping_add(1),
         _ => unreachable!("{n}"),
     }
+}
+
+/// `rounds` rounds of `y = y * c; y ^= y >> 29` (logical), the multipliers SplitMix64's
+/// and xorshift's in turn, as the stack-map fixture's `mixed_*` functions compute.
+fn mix(x: i64, rounds: usize) -> i64 {
+    const C: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xBF58_476D_1CE4_E5B9,
+        0x94D0_49BB_1331_11EB,
+        0x2545_F491_4F6C_DD1D,
+    ];
+    let mut y = x as u64;
+    for c in C.iter().cycle().take(rounds) {
+        y = y.wrapping_mul(*c);
+        y ^= y >> 29;
+    }
+    y as i64
 }
 
 /// What each of [`EXCEPTIONS`]' functions returns when `x` is thrown ([`thrown`]).

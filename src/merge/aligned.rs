@@ -578,7 +578,7 @@ pub enum Declined {
     /// The body cannot be built: without unlike blocks, a block on one side only or with
     /// other parameter types, or terminators going to other blocks; either way entry
     /// blocks, terminators or stack limits that do not pair, or something outside the
-    /// builder's scope (jump tables, dynamic stack slots, stack maps, a value without a
+    /// builder's scope (jump tables, dynamic stack slots, a value without a
     /// zero).
     OutOfScope {
         /// Whether unlike blocks were allowed for this pair.

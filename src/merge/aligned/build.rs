@@ -352,18 +352,17 @@ pub fn body_signature(left: &ir::Signature, right: &ir::Signature) -> Option<ir:
     Some(signature)
 }
 
-/// Whether `func` uses nothing this builder declines: jump tables, dynamic stack slots,
-/// user stack maps.
+/// Whether `func` uses nothing this builder declines: jump tables, dynamic stack slots.
+/// (User stack maps are carried: each call keeps its member's entries, and a call of both
+/// is one only where their entries are the same slots of the body,
+/// [`Builder::same_stack_maps`].)
 fn in_scope(func: &Function) -> bool {
     func.dfg.dynamic_types.is_empty()
         && func.dynamic_stack_slots.is_empty()
         && func.layout.blocks().all(|block| {
-            func.layout.block_insts(block).all(|inst| {
-                func.dfg
-                    .user_stack_map_entries(inst)
-                    .is_none_or(|e| e.is_empty())
-                    && func.dfg.insts[inst].opcode() != Opcode::BrTable
-            })
+            func.layout
+                .block_insts(block)
+                .all(|inst| func.dfg.insts[inst].opcode() != Opcode::BrTable)
         })
 }
 
@@ -715,6 +714,7 @@ impl<'a> Builder<'a> {
         let (lf, rf) = (self.left, self.right);
         let (ld, rd) = (&lf.dfg.insts[l], &rf.dfg.insts[r]);
         if ld.opcode() != rd.opcode()
+            || !self.same_stack_maps(l, r)
             || lf.dfg.inst_args(l).len() != rf.dfg.inst_args(r).len()
             || lf.dfg.ctrl_typevar(l) != rf.dfg.ctrl_typevar(r)
             || !types_equal(lf, lf.dfg.inst_args(l), rf, rf.dfg.inst_args(r))
@@ -728,6 +728,23 @@ impl<'a> Builder<'a> {
             }
         }
         self.same_by_importing(l, r, any_callee)
+    }
+
+    /// Whether `l` and `r` have the same user stack map once their slots are the body's:
+    /// a call the body makes for both tells the collector of the same roots whichever
+    /// member runs (each member's path stores its own values there). Two calls whose roots
+    /// differ stay each its member's, behind the identifier.
+    fn same_stack_maps(&self, l: Inst, r: Inst) -> bool {
+        let entries = |side: Side, inst: Inst| {
+            let slots = &self.imported[side as usize].stack_slots;
+            self.func(side)
+                .dfg
+                .user_stack_map_entries(inst)
+                .unwrap_or_default()
+                .iter()
+                .map(move |e| (e.ty, slots[e.slot].expand(), e.offset))
+        };
+        entries(Side::Left, l).eq(entries(Side::Right, r))
     }
 
     /// [`Builder::same_up_to_operands`] (whose checks of opcodes, counts and types have
@@ -878,6 +895,15 @@ impl<'a> Builder<'a> {
         }
         let new = self.body.dfg.make_inst(data);
         self.body.dfg.make_inst_results(new, ctrl);
+        // Its member's stack map, in the body's slots.
+        for entry in func.dfg.user_stack_map_entries(inst).unwrap_or_default() {
+            let Some(slot) = self.imported[side as usize].stack_slots[entry.slot].expand() else {
+                self.failed = true;
+                continue;
+            };
+            let entry = ir::UserStackMapEntry { slot, ..*entry };
+            self.body.dfg.append_user_stack_map_entry(new, entry);
+        }
         if data.opcode() == Opcode::GetExceptionHandlerAddress {
             self.handlers.push((new, side));
         }
