@@ -1282,8 +1282,9 @@ fn check_arm64_epilogues_of(
 /// stopped before each of its instructions, Windows' unwinder (running the scope's codes
 /// from that instruction's) leaves the stack pointer, the callee-saved registers, the
 /// frame pointer, the return address and its signing as the epilogue leaves them, from
-/// any values the body left. Every `ret` the record of a function with a frame covers ends
-/// a scope. How many scopes.
+/// any values the body left. Every `ret` the record of a function with a frame covers, and
+/// every branch just after its frame record is reloaded (a tail call), ends a scope. How
+/// many scopes.
 fn check_arm64_epilogues(
     code: &[u8],
     (begin, len): (u64, u64),
@@ -1343,16 +1344,23 @@ fn check_arm64_epilogues(
             );
         }
     }
-    // (A function without a frame has no prologue, and nothing to restore.)
+    // (A function without a frame has no prologue, and nothing to restore.) A return, and
+    // a branch right after the frame record is reloaded (and the return address
+    // authenticated), a tail call, must each end a scope.
     let framed = prologue > 0;
+    let reload = |at: u64| insn(at) == 0xa8c1_7bfd;
     for at in (begin..begin + len)
         .step_by(4)
-        .filter(|&at| framed && at >= prologue as u64 * 4)
+        .filter(|&at| framed && at >= prologue as u64 * 4 + 4)
     {
-        if insn(at) == 0xd65f_03c0 {
+        let w = insn(at);
+        let branch = w & 0xfc00_0000 == 0x1400_0000 || w & 0xffff_fc1f == 0xd61f_0000;
+        let after_reload = reload(at - 4)
+            || (matches!(insn(at - 4), 0xd503_23ff | 0xd503_23df) && at >= 8 && reload(at - 8));
+        if w == 0xd65f_03c0 || (branch && after_reload) {
             assert!(
                 ends.contains(&at),
-                "{context}: the return at {at} ends no epilogue scope"
+                "{context}: the return or tail call at {at} ends no epilogue scope"
             );
         }
     }

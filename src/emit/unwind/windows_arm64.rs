@@ -320,7 +320,7 @@ fn epilogues(code: &[u8], prologue: u32) -> Vec<Epilogue> {
     let first = (prologue / 4) as usize;
     let mut out = Vec::new();
     for (at, &insn) in words.iter().enumerate().skip(first) {
-        if !leaves_the_function(insn, at, words.len()) {
+        if !leaves_the_function(insn) {
             continue;
         }
         // The run of described instructions before it, found backwards.
@@ -369,18 +369,15 @@ fn epilogues(code: &[u8], prologue: u32) -> Vec<Epilogue> {
     out
 }
 
-/// Whether `insn`, the instruction at word `at` of a function `len` words long, leaves it:
-/// `ret`, `br` of a register other than `x30`, or a `b` out of the function.
-fn leaves_the_function(insn: u32, at: usize, len: usize) -> bool {
+/// Whether `insn` may leave the function: `ret`, `br` of a register other than `x30`, or
+/// `b`. A `b` to another function has no offset until it is relocated, so it is told from a
+/// branch within the function only by what comes before it: after the frame record is
+/// reloaded, a branch can only leave ([`epilogues`] requires that reload).
+fn leaves_the_function(insn: u32) -> bool {
     match insn {
         RET => true,
         _ if insn & 0xffff_fc1f == 0xd61f_0000 => (insn >> 5) & 0x1f != 30,
-        _ if insn & 0xfc00_0000 == 0x1400_0000 => {
-            let offset = ((insn << 6) as i32 >> 6) as i64;
-            let target = at as i64 + offset;
-            target < 0 || target >= len as i64
-        }
-        _ => false,
+        _ => insn & 0xfc00_0000 == 0x1400_0000,
     }
 }
 
