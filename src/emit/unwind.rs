@@ -308,21 +308,32 @@ impl Frames {
             })
     }
 
-    fn windows_arm64(
+    /// The records of each Windows arm64 function
+    /// ([`windows_arm64::WindowsArm64Frame::records`]), in order; an error naming (by
+    /// `name_of`) a function whose prologue or length no record can describe.
+    fn windows_arm64_records(
         &self,
-    ) -> impl Iterator<
-        Item = (
-            FuncId,
-            u32,
-            &Result<windows_arm64::WindowsArm64Frame, String>,
-        ),
-    > {
+        name_of: impl Fn(FuncId) -> String,
+    ) -> Result<Vec<(FuncId, Vec<windows_arm64::Record>)>, EmitError> {
         self.entries
             .iter()
             .filter_map(|(id, len, info)| match info {
                 FrameInfo::WindowsArm64(frame) => Some((*id, *len, frame)),
                 FrameInfo::Compiled(..) | FrameInfo::WindowsX64(_) | FrameInfo::Written(_) => None,
             })
+            .map(|(id, len, frame)| {
+                let records = frame
+                    .as_ref()
+                    .map_err(String::clone)
+                    .and_then(|f| f.records(len));
+                records.map(|r| (id, r)).map_err(|e| {
+                    EmitError::Object(format!(
+                        "Windows arm64 unwind information of {}: {e}",
+                        name_of(id)
+                    ))
+                })
+            })
+            .collect()
     }
 
     fn endian(&self) -> gimli::RunTimeEndian {
@@ -509,7 +520,9 @@ impl Frames {
         object: &mut Object<'static>,
         symbol_of: &impl Fn(FuncId) -> SymbolId,
     ) -> Result<(), EmitError> {
-        let functions: Vec<_> = self.windows_arm64().collect();
+        let functions = self.windows_arm64_records(|id| {
+            String::from_utf8_lossy(&object.symbol(symbol_of(id)).name).into_owned()
+        })?;
         if functions.is_empty() {
             return Ok(());
         }
@@ -519,17 +532,8 @@ impl Frames {
         let addr32nb = RelocationFlags::Coff {
             typ: cranelift_object::object::pe::IMAGE_REL_ARM64_ADDR32NB,
         };
-        for (id, len, frame) in functions {
-            let function = symbol_of(id);
-            let unwritable = |e: &String| {
-                let name = String::from_utf8_lossy(&object.symbol(function).name).into_owned();
-                EmitError::Object(format!("Windows arm64 unwind information of {name}: {e}"))
-            };
-            let records = frame
-                .as_ref()
-                .map_err(unwritable)
-                .and_then(|f| f.records(len).map_err(|e| unwritable(&e)))?;
-            let (symbol, offset) = section_relative(object, function)?;
+        for (id, records) in functions {
+            let (symbol, offset) = section_relative(object, symbol_of(id))?;
             for (range, record) in records {
                 let at = object.append_section_data(xdata, &record, 4);
                 let fields = [

@@ -137,7 +137,7 @@ impl WindowsArm64Frame {
             .ok_or("the prologue is longer than the function")?
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes(w.try_into().expect("four bytes")));
-        let mut scratch = [0u64; 2];
+        let mut scratch = [None; 2];
         let mut steps = Vec::new();
         for (n, insn) in words.enumerate() {
             steps.push(step(insn, &mut scratch).ok_or_else(|| {
@@ -400,7 +400,6 @@ fn epilogue_step(insn: u32, scratch: &mut [Option<u64>; 2]) -> Option<Step> {
         };
     }
     let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
-    let rt = bits(4, 0);
     Some(match insn {
         AUTIBSP | AUTIBZ => Step::SignLr,
         // mov sp, x29.
@@ -410,17 +409,7 @@ fn epilogue_step(insn: u32, scratch: &mut [Option<u64>; 2]) -> Option<Step> {
             size: bits(21, 10) << (12 * bits(22, 22)),
         },
         // movz / movk into x16 or x17 (or w16, w17).
-        _ if matches!(bits(30, 23), 0b10_100101 | 0b11_100101) && matches!(rt, 16 | 17) => {
-            let shift = 16 * bits(22, 21);
-            let imm = u64::from(bits(20, 5)) << shift;
-            let r = &mut scratch[rt as usize - 16];
-            *r = match (bits(30, 29), *r) {
-                (0b10, _) => Some(imm),
-                (_, Some(r)) => Some(r & !(0xffff << shift) | imm),
-                (_, None) => None,
-            };
-            Step::Nop
-        }
+        _ if moves_to_scratch(insn, scratch) => Step::Nop,
         // add sp, sp, x16 or x17 (uxtx): a size set before, within the epilogue.
         _ if insn & 0xffe0_ffff == 0x8b20_63ff && matches!(bits(20, 16), 16 | 17) => Step::Alloc {
             size: u32::try_from(scratch[bits(20, 16) as usize - 16]?).ok()?,
@@ -523,7 +512,7 @@ impl StackAccess {
 
 /// What `insn`, an instruction of a Cranelift prologue, does; `scratch` holds the
 /// constants moved into x16 and x17 for a large allocation. `None` for anything else.
-fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
+fn step(insn: u32, scratch: &mut [Option<u64>; 2]) -> Option<Step> {
     // A store of a pair or of one register, pre-indexed or at an offset.
     if let Some(access) = StackAccess::of(insn) {
         return match (access.load, access.indexing) {
@@ -558,17 +547,7 @@ fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
             size: bits(21, 10) << (12 * bits(22, 22)),
         },
         // movz / movk into x16 or x17 (or w16, w17): a large allocation's size.
-        _ if matches!(bits(30, 23), 0b10_100101 | 0b11_100101) && matches!(rt, 16 | 17) => {
-            let shift = 16 * bits(22, 21);
-            let imm = u64::from(bits(20, 5)) << shift;
-            let r = &mut scratch[rt as usize - 16];
-            *r = if bits(30, 29) == 0b10 {
-                imm
-            } else {
-                *r & !(0xffff << shift) | imm
-            };
-            Step::Nop
-        }
+        _ if moves_to_scratch(insn, scratch) => Step::Nop,
         // An inline stack probe's loop (`enable_probestack`): arithmetic on x16 and x17,
         // a comparison of them, zeros stored below the stack pointer, the branch back. None
         // changes what unwinding restores.
@@ -586,10 +565,30 @@ fn step(insn: u32, scratch: &mut [u64; 2]) -> Option<Step> {
         _ if insn & 0xff00_0010 == 0x5400_0000 && (insn >> 5) & 0x4_0000 != 0 => Step::Nop,
         // sub sp, sp, x16 or x17 (uxtx).
         _ if insn & 0xffe0_ffff == 0xcb20_63ff && matches!(bits(20, 16), 16 | 17) => Step::Alloc {
-            size: u32::try_from(scratch[bits(20, 16) as usize - 16]).ok()?,
+            size: u32::try_from(scratch[bits(20, 16) as usize - 16]?).ok()?,
         },
         _ => return None,
     })
+}
+
+/// Whether `insn` is a `movz` or `movk` into x16 or x17 (or w16, w17), the scratch
+/// registers a large allocation's size is built in; if so, its value is kept in
+/// `scratch` (`None` while a `movk` has no `movz` before it).
+fn moves_to_scratch(insn: u32, scratch: &mut [Option<u64>; 2]) -> bool {
+    let bits = |hi: u32, lo: u32| (insn >> lo) & ((1 << (hi - lo + 1)) - 1);
+    let rt = bits(4, 0);
+    if !matches!(bits(30, 23), 0b10_100101 | 0b11_100101) || !matches!(rt, 16 | 17) {
+        return false;
+    }
+    let shift = 16 * bits(22, 21);
+    let imm = u64::from(bits(20, 5)) << shift;
+    let r = &mut scratch[rt as usize - 16];
+    *r = match (bits(30, 29), *r) {
+        (0b10, _) => Some(imm),
+        (_, Some(r)) => Some(r & !(0xffff << shift) | imm),
+        (_, None) => None,
+    };
+    true
 }
 
 /// Append the codes that undo `s` (in the order the unwinder runs them) to `out`: how

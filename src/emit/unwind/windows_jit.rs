@@ -115,10 +115,11 @@ impl JitUnwindData {
     pub fn define<M: Module>(frames: &Frames, module: &mut M) -> Result<Option<Self>, EmitError> {
         let (machine, (bytes, ranges)) = if frames.windows_x64().next().is_some() {
             (WindowsMachine::X64, x64_layout(frames))
-        } else if frames.windows_arm64().next().is_some() {
-            (WindowsMachine::Arm64, arm64_layout(frames, module)?)
         } else {
-            return Ok(None);
+            match arm64_layout(frames, module)? {
+                (_, ranges) if ranges.is_empty() => return Ok(None),
+                layout => (WindowsMachine::Arm64, layout),
+            }
         };
         let module_error = |context: &str| {
             let context = context.to_string();
@@ -221,13 +222,12 @@ fn x64_layout(frames: &Frames) -> Layout {
 fn arm64_layout<M: Module>(frames: &Frames, module: &M) -> Result<Layout, EmitError> {
     let mut bytes = Vec::new();
     let mut ranges = Vec::new();
-    for (id, len, frame) in frames.windows_arm64() {
-        let unwritable = |e: &str| {
-            let name = module.declarations().get_function_decl(id).linkage_name(id);
-            EmitError::Object(format!("Windows arm64 unwind information of {name}: {e}"))
-        };
-        let frame = frame.as_ref().map_err(|e| unwritable(e))?;
-        for (range, record) in frame.records(len).map_err(|e| unwritable(&e))? {
+    let name_of = |id| {
+        let declaration = module.declarations().get_function_decl(id);
+        declaration.linkage_name(id).into_owned()
+    };
+    for (id, records) in frames.windows_arm64_records(name_of)? {
+        for (range, record) in records {
             // Records are whole words; an entry's two low bits must be zero.
             debug_assert_eq!(record.len() % 4, 0);
             let at = u32::try_from(bytes.len()).map_err(|_| {
