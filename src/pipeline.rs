@@ -149,9 +149,8 @@ fn analyse_into<S: Sink>(
             let (rewritten, report, replaced) = sink.on_pool(|| {
                 merge_similar_keeping_replaced(module, target, isa, &options.merge, similar)
             });
-            let count = report.groups.len();
             (
-                sink.shared_bodies(rewritten, count)?,
+                sink.shared_bodies(rewritten, &report)?,
                 Some(report),
                 replaced,
             )

@@ -171,6 +171,8 @@ pub struct Merged {
     code: BTreeMap<FuncId, Arc<CompiledCode>>,
     /// The id each group's body is defined under, by the group's kept function.
     group_bodies: HashMap<FuncIndex, FuncId>,
+    /// The shared body each merge-similar thunk calls, by their ids.
+    similar_bodies: HashMap<FuncId, FuncId>,
     /// What was compiled and written.
     pub summary: EmitSummary,
     /// What merge-similar did, when it ran ([`FunctionMerger::with_merge_similar`]).
@@ -313,6 +315,7 @@ impl FunctionMerger {
             module,
             style,
             ids: self.functions.keys().copied().collect(),
+            similar_bodies: HashMap::new(),
             pool: self.pool.clone(),
         };
         let options = PipelineOptions {
@@ -336,6 +339,8 @@ struct ModuleSink<'m, M: CraneliftModule> {
     style: AliasStyle,
     /// The id of each merger function, by index (shared bodies appended).
     ids: Vec<FuncId>,
+    /// The shared body each merge-similar thunk calls, by their ids.
+    similar_bodies: HashMap<FuncId, FuncId>,
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
@@ -360,8 +365,14 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
         Naming::Existing
     }
 
-    fn shared_bodies(&mut self, module: Module, count: usize) -> Result<Module, PluginError> {
-        declare_shared_bodies(self.module, module, count, &mut self.ids)
+    fn shared_bodies(
+        &mut self,
+        module: Module,
+        similar: &SimilarReport,
+    ) -> Result<Module, PluginError> {
+        let (module, bodies) = declare_shared_bodies(self.module, module, similar, &mut self.ids)?;
+        self.similar_bodies = bodies;
+        Ok(module)
     }
 
     fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
@@ -403,6 +414,7 @@ impl<M: CraneliftModule> Sink for ModuleSink<'_, M> {
             windows_unwind,
             code: emitted.defined.code,
             group_bodies: emitted.defined.group_bodies,
+            similar_bodies: self.similar_bodies,
             summary: EmitSummary::default(),
             similar: None,
         })
@@ -443,6 +455,15 @@ impl Merged {
             Some(group) => self.group_bodies[&group.kept],
             None => id,
         }
+    }
+
+    /// The merge-similar shared body that `id` became a thunk into, if it did
+    /// ([`FunctionMerger::with_merge_similar`]): an anonymous id of the module. Together
+    /// with [`Merged::body_of`] it leads from a name to the code that does its work: the
+    /// thunk's body, then the shared body's own (which identical merging or machine-code
+    /// folding may have folded with another).
+    pub fn shared_body_of(&self, id: FuncId) -> Option<FuncId> {
+        self.similar_bodies.get(&id).copied()
     }
 
     /// What `Context::compile` returned for the code that runs when `id` is called (the
@@ -530,20 +551,23 @@ impl Merged {
     }
 }
 
-/// Declare the `count` shared bodies merge-similar appended to `rewritten` as local
-/// functions of `module`, and give them (and every call to them) the names of their new
-/// ids; their ids are appended to `ids`.
+/// Declare the shared bodies merge-similar appended to `rewritten` for `similar`'s groups
+/// as local functions of `module`, and give them (and every call to them) the names of
+/// their new ids; their ids are appended to `ids`. Also returns the body each group's
+/// members (now its thunks) call, by their ids.
 fn declare_shared_bodies<M: CraneliftModule>(
     module: &mut M,
     rewritten: Module,
-    count: usize,
+    similar: &SimilarReport,
     ids: &mut Vec<FuncId>,
-) -> Result<Module, PluginError> {
+) -> Result<(Module, HashMap<FuncId, FuncId>), PluginError> {
+    let count = similar.groups.len();
     if count == 0 {
-        return Ok(rewritten);
+        return Ok((rewritten, HashMap::new()));
     }
     let first_body = rewritten.len() - count;
     let mut renamed: HashMap<FuncName, FuncName> = HashMap::new();
+    let mut declared: HashMap<String, FuncId> = HashMap::with_capacity(count);
     for (f, m) in rewritten.iter().skip(first_body) {
         // Anonymous: a shared body adds no name to the compiler's namespace.
         let id = module
@@ -552,6 +576,29 @@ fn declare_shared_bodies<M: CraneliftModule>(
         debug_assert_eq!(f.as_u32() as usize, ids.len());
         ids.push(id);
         renamed.insert(m.name.clone(), func_name(id));
+        declared.insert(m.name.to_string(), id);
+    }
+    let mut bodies = HashMap::new();
+    for group in &similar.groups {
+        let body = *declared.get(&group.body).ok_or_else(|| {
+            EmitError::Object(format!(
+                "merge-similar's body {} is not in the module",
+                group.body
+            ))
+        })?;
+        for member in &group.members {
+            let Some(FuncName::User {
+                namespace: 0,
+                index,
+            }) = FuncName::parse(member)
+            else {
+                return Err(EmitError::Object(format!(
+                    "merge-similar's member {member} is not a function of the module"
+                ))
+                .into());
+            };
+            bodies.insert(FuncId::from_u32(index), body);
+        }
     }
     let mut out = Module::new();
     for (_, mut m) in rewritten.into_functions() {
@@ -570,7 +617,7 @@ fn declare_shared_bodies<M: CraneliftModule>(
             .map_err(|e| EmitError::Object(e.to_string()))?;
         out.get_mut(index).similar_thunk = m.similar_thunk;
     }
-    Ok(out)
+    Ok((out, bodies))
 }
 
 /// `error` with every function the merger calls `u0:N` named as the module declared it.

@@ -187,10 +187,24 @@ fn shared_bodies_are_anonymous() {
             alignment: false,
             ..SimilarOptions::default()
         });
-    for (i, c) in [11, 22, 33].into_iter().enumerate() {
-        define_affine(&mut m, &format!("affine_{i}"), 0x1234_5678, c).unwrap();
+    let ids: Vec<FuncId> = [11, 22, 33]
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| define_affine(&mut m, &format!("affine_{i}"), 0x1234_5678, c).unwrap())
+        .collect();
+    let (product, merged) = m.finish().unwrap();
+    // Each name is a thunk into one body, under an id of its own that no name stands for,
+    // whose code the merger compiled.
+    let body = merged
+        .shared_body_of(ids[0])
+        .expect("affine_0 calls a shared body");
+    for &id in &ids {
+        assert_eq!(merged.shared_body_of(id), Some(body));
+        assert_eq!(merged.body_of(id), id, "a thunk runs its own code first");
     }
-    let (product, _) = m.finish().unwrap();
+    assert!(!ids.contains(&body));
+    assert_eq!(merged.shared_body_of(body), None);
+    assert!(merged.defined_code().any(|(id, _)| id == body));
     let bytes = product.emit().unwrap();
     let file = cranelift_object::object::File::parse(&*bytes).unwrap();
     let names: Vec<String> = file

@@ -11,6 +11,7 @@
 use super::compile::Compiled;
 use super::define::{AliasStyle, Defined, Naming};
 use super::{EmitError, EmitSummary};
+use crate::merge::similar::SimilarReport;
 use crate::merge::{MergePlan, Module};
 
 /// A destination for the pipeline's code.
@@ -34,11 +35,16 @@ pub trait Sink {
     /// Whether the pipeline declares the module's names or they are declared already.
     fn naming(&self) -> Naming;
 
-    /// Merge-similar appended `count` shared bodies at the end of `module`: give them
-    /// whatever names the sink's module needs (the plugin declares them as local functions
-    /// and renames them to their ids). By default they keep their names.
-    fn shared_bodies(&mut self, module: Module, count: usize) -> Result<Module, Self::Error> {
-        let _ = count;
+    /// Merge-similar appended the shared bodies of `similar`'s groups at the end of
+    /// `module`, one a group: give them whatever names the sink's module needs (the plugin
+    /// declares them as local functions and renames them to their ids). By default they
+    /// keep their names.
+    fn shared_bodies(
+        &mut self,
+        module: Module,
+        similar: &SimilarReport,
+    ) -> Result<Module, Self::Error> {
+        let _ = similar;
         Ok(module)
     }
 

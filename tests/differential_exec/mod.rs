@@ -733,7 +733,8 @@ fn run_object(program: &Program, config: Config, dir: &Path) -> Result<Results, 
         serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
             .map_err(|e| format!("the report: {e}"))?;
     no_body_failed_the_verifier(report.similar.as_ref())?;
-    stated_merges::check(&program.stated_merges, config, &report)?;
+    let bodies = stated_merges::object_bodies(&report);
+    stated_merges::check(&program.stated_merges, config, &bodies)?;
     count_unlike_block_bodies(report.similar.as_ref());
     constant_swaps_share_a_body(program, config, report.similar.as_ref(), |n| {
         format!("%{n}")
@@ -1653,6 +1654,8 @@ pub mod jit {
                 .define_in_jit(&mut module)
                 .map_err(|e| e.to_string())?;
             no_body_failed_the_verifier(merged.similar.as_ref())?;
+            let bodies = stated_merges::jit_bodies(&merged, &ids);
+            stated_merges::check(&program.stated_merges, config, &bodies)?;
             count_unlike_block_bodies(merged.similar.as_ref());
             // The plugin names functions by their ids (`u0:ID`).
             let name = |n: &str| UserFuncName::user(0, ids[n].as_u32()).to_string();
@@ -1858,6 +1861,7 @@ pub mod jit {
             .split_once("\nclif\n")
             .expect("a job ends in its module");
         program.clif = clif.to_string();
+        program.stated_merges = stated_merges::parse(clif).unwrap_or_else(|e| panic!("{e}"));
         let arg = |s: &str| match s.strip_prefix('@') {
             Some(i) => Arg::Address(i.parse().unwrap()),
             None => Arg::Int(s.strip_prefix('i').unwrap().parse().unwrap()),

@@ -1,5 +1,5 @@
-//! What an exec fixture says merging does to it, checked against the report of every object
-//! build of it.
+//! What an exec fixture says merging does to it, checked against every build of it: the
+//! report of an object build, the plugin's [`Merged`] of a JIT build.
 //!
 //! An exec fixture is run merged and unmerged and the results compared: a wrong merge shows.
 //! A merge that no longer happens does not: the fixture then runs unmerged code in every
@@ -7,7 +7,7 @@
 //! directive lines, which of its functions share one compiled body and which must not, and
 //! in which builds:
 //!
-//! - `; folds: [WHEN...] %a %b ...`: in every object build that `WHEN` selects, these
+//! - `; folds: [WHEN...] %a %b ...`: in every build that `WHEN` selects, these
 //!   functions run one compiled body (by identical merging, machine-code folding or a
 //!   merge-similar shared body, followed as far as they go);
 //! - `; apart: [WHEN...] %a %b ...`: in those builds, no two of them run one body.
@@ -21,7 +21,12 @@
 //! - `plain`, or the name of another [`Variant`] (`no-cycles`, `branch-protection`, ...):
 //!   builds with that variant's options (a fixture's own variants, `; variant:`, or the one
 //!   it takes in turn), or with none of them;
-//! - `x86_64`, `aarch64`, `windows`: that target.
+//! - `x86_64`, `aarch64`, `windows`: that target;
+//! - `object`: an object linked (every output but the JIT); `jit`: cranelift-jit through
+//!   the plugin. They differ where a JIT must: its aliases are thunks, each at an address of
+//!   its own, so a caller that takes a folded function's address stays apart from one that
+//!   takes its group's; and its functions are the compiler's ids, in the order it declared
+//!   them, where the command line orders them by name, so merge-similar may pair others.
 //!
 //! Each fixture must state at least one line, and each line must be checked by at least one
 //! of the fixture's builds ([`Statement::applies`] over the configurations it runs in):
@@ -29,9 +34,11 @@
 
 use std::collections::BTreeMap;
 
+use clif_merge::plugin::Merged;
 use clif_merge::report::Report;
+use cranelift_module::FuncId;
 
-use super::{Arch, Config, Mode, Variant};
+use super::{Arch, Config, Mode, Output, Variant};
 
 /// Whether the functions of a [`Statement`] share one body or none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +61,10 @@ enum Condition {
     Holes,
     Variant(Variant),
     Arch(Arch),
+    /// An object, linked.
+    Object,
+    /// cranelift-jit.
+    Jit,
 }
 
 impl Condition {
@@ -68,6 +79,8 @@ impl Condition {
             "x86_64" => Condition::Arch(Arch::X86_64),
             "aarch64" => Condition::Arch(Arch::Aarch64),
             "windows" => Condition::Arch(Arch::X86_64Windows),
+            "object" => Condition::Object,
+            "jit" => Condition::Jit,
             _ => return Variant::by_name(word).map(Condition::Variant),
         })
     }
@@ -82,6 +95,8 @@ impl Condition {
             Condition::Holes => config.similar && !alignment,
             Condition::Variant(variant) => config.variant == variant,
             Condition::Arch(arch) => config.arch == arch,
+            Condition::Object => config.output != Output::Jit,
+            Condition::Jit => config.output == Output::Jit,
         }
     }
 }
@@ -142,11 +157,12 @@ pub fn parse(text: &str) -> Result<Vec<Statement>, String> {
     Ok(statements)
 }
 
-/// For every function `report` lists, the function whose compiled body a call of it runs
-/// at last: a merge-similar shared body, a group's kept function or its body's symbol,
-/// followed from one to the next.
-fn final_bodies(report: &Report) -> BTreeMap<&str, &str> {
-    let next: BTreeMap<&str, &str> = report
+/// For every function an object build's `report` lists, the function whose compiled body
+/// a call of it runs at last: a merge-similar shared body, a group's kept function or its
+/// body's symbol, followed from one to the next (a shared body by the group that folded it
+/// with another, as machine-code folding may).
+pub fn object_bodies(report: &Report) -> BTreeMap<String, String> {
+    let mut next: BTreeMap<&str, &str> = report
         .symbols
         .iter()
         .filter_map(|s| {
@@ -154,6 +170,12 @@ fn final_bodies(report: &Report) -> BTreeMap<&str, &str> {
             Some((s.name.as_str(), to))
         })
         .collect();
+    for group in &report.groups {
+        for folded in &group.folded {
+            next.entry(folded.name.as_str())
+                .or_insert(group.keep.as_str());
+        }
+    }
     report
         .symbols
         .iter()
@@ -166,15 +188,38 @@ fn final_bodies(report: &Report) -> BTreeMap<&str, &str> {
                     _ => break,
                 }
             }
-            (s.name.as_str(), at)
+            (s.name.clone(), at.to_string())
         })
         .collect()
 }
 
-/// Whether every statement about build `config` holds in its `report`; each that does not,
-/// with what the build did instead.
-pub fn check(statements: &[Statement], config: Config, report: &Report) -> Result<(), String> {
-    let bodies = final_bodies(report);
+/// For every function of a JIT build (`%name`, declared as `ids[name]`), the id whose code
+/// a call of it runs at last: its group's body ([`Merged::body_of`]), a merge-similar shared
+/// body ([`Merged::shared_body_of`]), followed from one to the next.
+pub fn jit_bodies(merged: &Merged, ids: &BTreeMap<String, FuncId>) -> BTreeMap<String, String> {
+    ids.iter()
+        .map(|(name, &id)| {
+            let mut at = merged.body_of(id);
+            // Each step leaves a thunk for the body it calls; more steps than ids is a loop.
+            for _ in 0..=ids.len() {
+                match merged.shared_body_of(at) {
+                    Some(body) => at = merged.body_of(body),
+                    None => break,
+                }
+            }
+            (format!("%{name}"), format!("{at}"))
+        })
+        .collect()
+}
+
+/// Whether every statement about build `config` holds where its functions' calls go at
+/// last (`bodies`, by [`object_bodies`] or [`jit_bodies`]); each that does not, with what
+/// the build did instead.
+pub fn check(
+    statements: &[Statement],
+    config: Config,
+    bodies: &BTreeMap<String, String>,
+) -> Result<(), String> {
     let mut wrong = Vec::new();
     for statement in statements.iter().filter(|s| s.applies(config)) {
         let runs: Vec<String> = statement
@@ -185,7 +230,7 @@ pub fn check(statements: &[Statement], config: Config, report: &Report) -> Resul
                 None => format!("{f} is not in the report"),
             })
             .collect();
-        let of = |f: &String| bodies.get(f.as_str()).copied();
+        let of = |f: &String| bodies.get(f.as_str()).map(String::as_str);
         let mut distinct: Vec<Option<&str>> = statement.functions.iter().map(of).collect();
         let known = distinct.iter().all(Option::is_some);
         distinct.sort();
