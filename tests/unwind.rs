@@ -863,13 +863,124 @@ fn fde_rows_as_ld64_reads(path: &Path) -> BTreeMap<String, (usize, u64, Vec<Stri
     fdes_in(&data, section.address(), &function_names(&file), &context)
 }
 
+/// What macOS's unwinder reads first, the dylib `path`'s `__unwind_info` (the compact
+/// unwind table `ld64` builds), against its `__eh_frame`: libunwind looks a return address
+/// up in `__unwind_info` and, where the entry says "DWARF" (all `ld64.lld` writes for code
+/// with only `__eh_frame`), parses the FDE at the offset the entry gives, and nothing else.
+/// So every function with an FDE must have an entry of its own, starting at its first
+/// instruction, in DWARF mode, naming that FDE's offset, and no other entry may start
+/// inside the FDE's range (the lookup of a return address there would find that one).
+/// Returns how many functions it checked. (Apple's "compact unwind encoding" format, as
+/// in its `compact_unwind_encoding.h` and LLVM's `MachOObjectFile`.)
+fn unwind_info_points_at_fdes(path: &Path, context: &str) -> usize {
+    use cranelift_object::object::ObjectSegment as _;
+    use gimli::{BaseAddresses, CieOrFde, EhFrame, UnwindSection};
+    let bytes = std::fs::read(path).unwrap();
+    let file = cranelift_object::object::File::parse(&*bytes).unwrap();
+    let dwarf_mode = match file.architecture() {
+        cranelift_object::object::Architecture::X86_64 => 0x0400_0000,
+        cranelift_object::object::Architecture::Aarch64 => 0x0300_0000,
+        other => panic!("{context}: no compact unwind for {other:?}"),
+    };
+    // Function offsets are from the image's base, its `__TEXT` segment.
+    let base = file
+        .segments()
+        .find(|s| s.name().ok().flatten() == Some("__TEXT"))
+        .unwrap_or_else(|| panic!("{context}: no __TEXT segment"))
+        .address();
+    let info = file
+        .section_by_name("__unwind_info")
+        .unwrap_or_else(|| panic!("{context}: no __unwind_info"));
+    let info = info.data().unwrap();
+    let word = |at: usize| u32::from_le_bytes(info[at..at + 4].try_into().unwrap());
+    let half = |at: usize| u16::from_le_bytes(info[at..at + 2].try_into().unwrap()) as usize;
+    assert_eq!(word(0), 1, "{context}: __unwind_info's version");
+    let common: Vec<u32> = (0..word(8) as usize)
+        .map(|i| word(word(4) as usize + 4 * i))
+        .collect();
+    let (index_at, index_count) = (word(20) as usize, word(24) as usize);
+    // Every entry, as the address it starts at and its encoding, in address order.
+    let mut entries: Vec<(u64, u32)> = Vec::new();
+    for i in 0..index_count {
+        let at = index_at + 12 * i;
+        let (first, page) = (base + u64::from(word(at)), word(at + 4) as usize);
+        if page == 0 {
+            // The last index: where the last function ends.
+            continue;
+        }
+        match word(page) {
+            // Regular: (function offset, encoding) pairs.
+            2 => {
+                let (at, count) = (page + half(page + 4), half(page + 6));
+                entries.extend(
+                    (0..count).map(|e| (base + u64::from(word(at + 8 * e)), word(at + 8 * e + 4))),
+                );
+            }
+            // Compressed: the offset from the page's first function in 24 bits, an
+            // encoding's index in 8, common encodings first, then the page's own.
+            3 => {
+                let (at, count) = (page + half(page + 4), half(page + 6));
+                let own = page + half(page + 8);
+                for e in 0..count {
+                    let w = word(at + 4 * e);
+                    let index = (w >> 24) as usize;
+                    let encoding = match common.get(index) {
+                        Some(&encoding) => encoding,
+                        None => word(own + 4 * (index - common.len())),
+                    };
+                    entries.push((first + u64::from(w & 0xff_ffff), encoding));
+                }
+            }
+            kind => panic!("{context}: a second-level page of kind {kind}"),
+        }
+    }
+    assert!(
+        entries.windows(2).all(|w| w[0].0 < w[1].0),
+        "{context}: __unwind_info's entries are not in address order"
+    );
+    // The FDEs, by their offset in `__eh_frame`: the range each covers.
+    let section = file.section_by_name("__eh_frame").unwrap();
+    let mut eh_frame = EhFrame::new(section.data().unwrap(), gimli::LittleEndian);
+    eh_frame.set_address_size(8);
+    let bases = BaseAddresses::default().set_eh_frame(section.address());
+    let mut fdes: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    let mut parsed = eh_frame.entries(&bases);
+    while let Some(entry) = parsed.next().unwrap() {
+        if let CieOrFde::Fde(partial) = entry {
+            let fde = partial
+                .parse(|section, bases, o| section.cie_from_offset(bases, o))
+                .unwrap();
+            let start = fde.initial_address();
+            fdes.insert(fde.offset() as u64, (start, start + fde.len()));
+        }
+    }
+    let names = function_names(&file);
+    for (&offset, &(start, end)) in &fdes {
+        let name = names.get(&start).map_or(&[][..], Vec::as_slice);
+        let at = entries.partition_point(|&(a, _)| a <= start);
+        let found = at.checked_sub(1).map(|i| entries[i]);
+        assert_eq!(
+            found,
+            Some((start, dwarf_mode | offset as u32)),
+            "{context}: {name:?} at {start:#x} (its FDE at {offset:#x} in __eh_frame): \
+             __unwind_info's entry there is not its own in DWARF mode"
+        );
+        if let Some(&(inside, _)) = entries.get(at).filter(|&&(a, _)| a < end) {
+            panic!("{context}: {name:?}: an entry starts at {inside:#x}, inside its FDE");
+        }
+    }
+    fdes.len()
+}
+
 /// Mach-O objects (macOS, x86_64 and arm64) carry the unwind information ELF objects do:
 /// linked into a dylib by `ld64.lld`, every function has the FDE, with the same rows, that
 /// the same module linked for Linux has, and the object's FDEs as Apple's ld64 reads them
 /// ([`fde_rows_as_ld64_reads`]) are the dylib's,
-/// which the Linux tests above unwind through at every instruction. (An alias of ELF is a
-/// thunk in Mach-O, with an FDE of its own.) This machine cannot run macOS code: the rows
-/// are what an unwinder there reads. In every configuration.
+/// which the Linux tests above unwind through at every instruction; the dylib's
+/// `__unwind_info`, which macOS's unwinder reads first, leads each function to its FDE
+/// ([`unwind_info_points_at_fdes`]). (An alias of ELF is a thunk in Mach-O, with an FDE of
+/// its own.) This machine cannot run macOS code: the rows are what an unwinder there reads.
+/// In every configuration.
 #[test]
 fn macho_objects_have_the_fdes_of_elf_objects() {
     let Some(ld64) = macho_linker() else {
@@ -903,6 +1014,7 @@ fn macho_objects_have_the_fdes_of_elf_objects() {
                 .arg("-o")
                 .arg(&so));
             link_dylib(ld64, arch, &macho, &dylib);
+            assert!(unwind_info_points_at_fdes(&dylib, &context) > 0);
             let (want, got) = (fde_rows(&so), fde_rows(&dylib));
             assert!(!want.is_empty(), "{context}: no FDE in the Linux build");
             assert_eq!(
@@ -1423,8 +1535,9 @@ fn check_arm64_function(
 /// are the module's anonymous functions (`_.LfnN` symbols) where the command line names
 /// them: for `x86_64-apple-darwin` and `aarch64-apple-darwin`, with merge-similar, in both
 /// modes, the object links into a dylib with `ld64.lld`, every function with a frame
-/// (anonymous bodies included) has an FDE there, and the object's FDEs as Apple's ld64
-/// computes them from its relocations are the dylib's.
+/// (anonymous bodies included) has an FDE there, which the dylib's `__unwind_info` leads
+/// to ([`unwind_info_points_at_fdes`]), and the object's FDEs as Apple's ld64 computes them
+/// from its relocations are the dylib's.
 #[test]
 fn macho_plugin_objects_give_anonymous_bodies_their_fdes() {
     use cranelift_object::{ObjectBuilder, ObjectModule};
@@ -1453,6 +1566,7 @@ fn macho_plugin_objects_give_anonymous_bodies_their_fdes() {
             );
             std::fs::write(&object, product.emit().unwrap()).unwrap();
             link_dylib(ld64, arch, &object, &dylib);
+            assert!(unwind_info_points_at_fdes(&dylib, &context) > 0);
             let got = fde_rows(&dylib);
             assert_eq!(
                 fde_rows_as_ld64_reads(&object),
