@@ -587,17 +587,12 @@ fn declare_shared_bodies<M: CraneliftModule>(
             ))
         })?;
         for member in &group.members {
-            let Some(FuncName::User {
-                namespace: 0,
-                index,
-            }) = FuncName::parse(member)
-            else {
-                return Err(EmitError::Object(format!(
+            let id = declared_id(member).ok_or_else(|| {
+                EmitError::Object(format!(
                     "merge-similar's member {member} is not a function of the module"
                 ))
-                .into());
-            };
-            bodies.insert(FuncId::from_u32(index), body);
+            })?;
+            bodies.insert(id, body);
         }
     }
     let mut out = Module::new();
@@ -623,18 +618,12 @@ fn declare_shared_bodies<M: CraneliftModule>(
 /// `error` with every function the merger calls `u0:N` named as the module declared it.
 fn with_declared_names(error: PluginError, declarations: &ModuleDeclarations) -> PluginError {
     let declared = |text: &str| -> String {
-        match FuncName::parse(text) {
-            Some(FuncName::User {
-                namespace: 0,
-                index,
-            }) => {
-                let id = FuncId::from_u32(index);
-                match declarations.get_functions().find(|(i, _)| *i == id) {
-                    Some((_, decl)) => decl.linkage_name(id).into_owned(),
-                    None => text.to_string(),
-                }
-            }
-            _ => text.to_string(),
+        match declared_id(text) {
+            Some(id) => match declarations.get_functions().find(|(i, _)| *i == id) {
+                Some((_, decl)) => decl.linkage_name(id).into_owned(),
+                None => text.to_string(),
+            },
+            None => text.to_string(),
         }
     };
     match error {
@@ -661,5 +650,17 @@ pub fn func_name(id: FuncId) -> FuncName {
     FuncName::User {
         namespace: 0,
         index: id.as_u32(),
+    }
+}
+
+/// The id a name the merger gave (`u0:N`, [`func_name`]) stands for; `None` for any other
+/// name.
+fn declared_id(text: &str) -> Option<FuncId> {
+    match FuncName::parse(text)? {
+        FuncName::User {
+            namespace: 0,
+            index,
+        } => Some(FuncId::from_u32(index)),
+        _ => None,
     }
 }

@@ -227,7 +227,7 @@ pub fn check(
             .iter()
             .map(|f| match bodies.get(f.as_str()) {
                 Some(body) => format!("{f} runs {body}"),
-                None => format!("{f} is not in the report"),
+                None => format!("{f} is not in the build"),
             })
             .collect();
         let of = |f: &String| bodies.get(f.as_str()).map(String::as_str);
