@@ -30,7 +30,8 @@
 //!   every entry of both fixtures with the trap flag, in every configuration, PIC and not,
 //!   and at every instruction unwinds with libgcc's `_Unwind_Backtrace` from its SIGTRAP
 //!   handler to the harness's call site, which it must reach with the stack pointer and
-//!   callee-saved registers the call left: through Cranelift's epilogues (whose rules
+//!   callee-saved registers the call left, through one frame per call it followed, each
+//!   with the CFA its callee was entered with: through Cranelift's epilogues (whose rules
 //!   clif-merge adds) and through thunks that are a single jump (whose FDE it writes);
 //!   then the same for the functions defined in a `JITModule` through the plugin, with
 //!   `Merged::jit_eh_frame`'s frames registered.
@@ -2225,7 +2226,9 @@ fn check_stepped(
 /// at every instruction the call runs (the entry, the functions and thunks it reaches,
 /// the callback), unwinds with `RtlLookupFunctionEntry` and `RtlVirtualUnwind` to the
 /// harness's call site, under Wine. Every step must get there with the stack pointer and
-/// the callee-saved registers of the entry's convention the call left, Cranelift's
+/// the callee-saved registers of the entry's convention the call left, through one frame
+/// per call followed with the stack pointer of that call (but above a leaf, which Windows
+/// unwinds by the word on top of the stack whatever the leaf did), Cranelift's
 /// epilogues included: its `add rsp, N` then `mov rsp, rbp` is no epilogue Windows
 /// recognizes (stopped at the `mov`, the registers saved in the frame lie below the stack
 /// pointer, where the exception's dispatch writes), so clif-merge writes a `nop` and
@@ -2450,7 +2453,10 @@ const SINGLE_STEP_LINUX: &str = "fixtures/unwind/single_step_linux.c";
 /// its SIGTRAP handler, which reads `.eh_frame` only (a sampler's unwinder does the same;
 /// gdb would not do: its own epilogue analysis hides a wrong rule at a `ret`). Every step
 /// must reach the harness's call site with the stack pointer and callee-saved registers the
-/// call left, Cranelift's epilogues included: its CFI says the CFA is `rbp + 16` up to the
+/// call left, through one frame per call followed, each with the CFA its callee was entered
+/// with (so that an unwind reading a stale copy of a return address, which a frame that
+/// grew its stack argument area leaves behind, does not pass), Cranelift's epilogues
+/// included: its CFI says the CFA is `rbp + 16` up to the
 /// function's end, which after `pop rbp` is the caller's `rbp`, so clif-merge's FDEs add
 /// the rules of each epilogue ([`clif_merge::emit::epilogues`]). Then the same for both
 /// fixtures' functions defined in a `JITModule` through the plugin in every mode, loaded
