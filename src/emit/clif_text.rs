@@ -4,8 +4,11 @@
 //! `atomic_rmw` and `atomic_cas`, which the reader parses (`atomic_rmw.i64 big notrap add
 //! v0, v1`): printed and read back, such an access would take the default flags, little
 //! or big endian as the target is, trapping with `heap_oob`, in no alias region. So
-//! `--emit-clif` would hand its reader another program. This is Cranelift's printer with
-//! those flags written in; every other line is the printer's own.
+//! `--emit-clif` would hand its reader another program. It also leaves out the
+//! declarations of dynamic vector types (`dt0 = i32x4*gv0`), so a function with a dynamic
+//! stack slot (`dss0 = explicit_dynamic_slot dt0`) would not read back at all. This is
+//! Cranelift's printer with those flags and declarations written in; every other line is
+//! the printer's own.
 
 use std::fmt;
 
@@ -13,18 +16,35 @@ use cranelift_codegen::entity::SecondaryMap;
 use cranelift_codegen::ir::{Block, Function, Inst, InstructionData, Value};
 use cranelift_codegen::write::{decorate_function, write_operands, FuncWriter, PlainWriter};
 
-/// `func` as CLIF text, every instruction's memory flags included.
+/// `func` as CLIF text, every instruction's memory flags and every dynamic type included.
 pub fn function_text(func: &Function) -> String {
     let mut text = String::new();
-    decorate_function(&mut WithAtomicFlags, &mut text, func)
+    decorate_function(&mut Complete, &mut text, func)
         .expect("writing CLIF into a String does not fail");
     text
 }
 
-/// Cranelift's [`PlainWriter`], which writes the flags of the atomic read-modify-writes.
-struct WithAtomicFlags;
+/// Cranelift's [`PlainWriter`], which writes the flags of the atomic read-modify-writes
+/// and the dynamic types.
+struct Complete;
 
-impl FuncWriter for WithAtomicFlags {
+impl FuncWriter for Complete {
+    /// The dynamic types first (the reader looks up neither what they name nor what names
+    /// them until the whole preamble is read), then the printer's own preamble.
+    fn write_preamble(
+        &mut self,
+        w: &mut dyn fmt::Write,
+        func: &Function,
+    ) -> Result<bool, fmt::Error> {
+        let mut any = false;
+        for (dt, data) in func.dfg.dynamic_types.iter() {
+            any = true;
+            let definition = format_args!("{}*{}", data.base_vector_ty, data.dynamic_scale);
+            self.write_entity_definition(w, func, dt.into(), &definition)?;
+        }
+        Ok(self.super_preamble(w, func)? || any)
+    }
+
     fn write_block_header(
         &mut self,
         w: &mut dyn fmt::Write,
