@@ -124,14 +124,64 @@ block0(v0: i64, v1: i64):
         assert!(!func.display().to_string().contains("user3 big"));
         let again = parse(&text);
         assert_eq!(function_text(&again), text);
-        let flags = |f: &cranelift_codegen::ir::Function| -> Vec<_> {
-            let insts = f.layout.blocks().flat_map(|b| f.layout.block_insts(b));
-            insts
-                .filter_map(|i| f.dfg.insts[i].memflags_data(&f.dfg))
-                .collect()
-        };
-        assert_eq!(flags(&func), flags(&again));
-        assert_eq!(flags(&func).len(), 3);
+        assert_eq!(memory_flags(&func), memory_flags(&again));
+        assert_eq!(memory_flags(&func).len(), 3);
+    }
+
+    /// The memory flags of `func`'s instructions, in layout order.
+    fn memory_flags(
+        func: &cranelift_codegen::ir::Function,
+    ) -> Vec<cranelift_codegen::ir::MemFlagsData> {
+        let insts = func
+            .layout
+            .blocks()
+            .flat_map(|b| func.layout.block_insts(b));
+        insts
+            .filter_map(|i| func.dfg.insts[i].memflags_data(&func.dfg))
+            .collect()
+    }
+
+    /// Every function of every fixture that reads, written and read back: the same text
+    /// again, what Cranelift's printer prints of it and every instruction's memory flags
+    /// as the function written, and a function that verifies if that one did (a
+    /// declaration left out would leave a name undefined).
+    #[test]
+    fn every_fixture_function_reads_back_as_written() {
+        use cranelift_codegen::settings::{self, Flags};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let files = crate::read::expand_inputs(&[root]).expect("fixtures");
+        let flags = Flags::new(settings::builder());
+        let (mut functions, mut dynamic) = (0, 0);
+        for file in &files {
+            let Ok(text) = std::fs::read_to_string(file) else {
+                continue;
+            };
+            let Ok(parsed) = crate::read::parse_clif(&text, file) else {
+                continue;
+            };
+            for f in parsed {
+                let written = function_text(&f.func);
+                let again = crate::read::parse_clif(&written, file)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{written}", file.display()));
+                assert_eq!(again.len(), 1, "{}:\n{written}", file.display());
+                assert_eq!(function_text(&again[0].func), written, "{}", file.display());
+                let (before, after) = (&f.func, &again[0].func);
+                assert_eq!(before.display().to_string(), after.display().to_string());
+                assert_eq!(memory_flags(before), memory_flags(after), "{written}");
+                if crate::read::verify_all(std::slice::from_ref(&f), &flags).is_ok() {
+                    if let Err(e) = crate::read::verify_all(&again, &flags) {
+                        panic!("{}: read back, {e}\n{written}", file.display());
+                    }
+                }
+                functions += 1;
+                dynamic += usize::from(!f.func.dfg.dynamic_types.is_empty());
+            }
+        }
+        assert!(functions > 1000, "only {functions} functions");
+        assert!(
+            dynamic > 0,
+            "no function with a dynamic type among {functions}"
+        );
     }
 
     #[test]
