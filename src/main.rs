@@ -239,6 +239,37 @@ impl Progress {
     }
 }
 
+/// Where each function was read (`file:line`, by its name as its module prints it), so
+/// that an error about a function read from a file names that place.
+struct Places(std::collections::HashMap<String, String>);
+
+impl Places {
+    fn of(parsed: &[ParsedFunction]) -> Self {
+        let name = |p: &ParsedFunction| FuncName::of_function(&p.func).to_string();
+        Places(parsed.iter().map(|p| (name(p), p.place())).collect())
+    }
+
+    /// `error`'s message, after the place of the function it names, where it names one
+    /// read from a file (not a body merge-similar made).
+    fn error(&self, error: clif_merge::EmitError) -> String {
+        use clif_merge::EmitError::*;
+        let function = match &error {
+            Codegen { function, .. } | UnresolvedSymbol { function, .. } => Some(function),
+            UnsupportedTarget { .. }
+            | Setting { .. }
+            | Module { .. }
+            | Object(_)
+            | AliasesNotShared
+            | Jit(_)
+            | UnwindTable(_) => None,
+        };
+        match function.and_then(|f| self.0.get(f)) {
+            Some(place) => format!("{place}: {error}"),
+            None => error.to_string(),
+        }
+    }
+}
+
 fn run(cli: &Cli) -> Result<ExitCode, String> {
     if let Some(n) = cli.threads {
         rayon::ThreadPoolBuilder::new()
@@ -288,6 +319,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     // Module order is output order (symbols, sections, merged CLIF): by name, so that the
     // object does not depend on the order in which the files were given.
     parsed.sort_by_cached_key(|p| FuncName::of_function(&p.func));
+    let places = Places::of(&parsed);
     let mut module = Module::with_capacity(parsed.len());
     for p in parsed {
         let name = FuncName::of_function(&p.func);
@@ -373,12 +405,12 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
             progress.phase("merging and compiling", None);
             let sink = ObjectSink::new(isa, &options.emit).map_err(|e| e.to_string())?;
             let (analysis, done) =
-                pipeline::run(module, &target, &options, sink).map_err(|e| e.to_string())?;
+                pipeline::run(module, &target, &options, sink).map_err(|e| places.error(e))?;
             (analysis, Some(done))
         }
         (_, isa) => {
             let analysis = pipeline::analyse(module, &target, isa.as_deref(), &options)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| places.error(e))?;
             (analysis, None)
         }
     };
