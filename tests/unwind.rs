@@ -1389,13 +1389,18 @@ fn check_arm64_epilogues_of(
         .sum()
 }
 
+/// `retab`: authenticate the return address with the B key, and return.
+const RETAB: u32 = 0xd65f_0fff;
+
 /// Check the epilogue scopes of a record that starts `begin` bytes into a function whose
 /// code is `code`: each starts after the prologue's `prologue` instructions and ends (its
-/// codes' count of instructions on) at the function's return or a branch out of it; and
+/// codes' count of instructions on) at the function's return or a branch out of it, or
+/// (one code earlier: its `pac_sign_lr` and its end are both `retab`'s) at a `retab`; and
 /// stopped before each of its instructions, Windows' unwinder (running the scope's codes
 /// from that instruction's) leaves the stack pointer, the callee-saved registers, the
 /// frame pointer, the return address and its signing as the epilogue leaves them, from
-/// any values the body left. Every `ret` the record of a function with a frame covers, and
+/// any values the body left. Every `ret` and `retab` the record of a function with a frame
+/// covers, and
 /// every branch just after its frame record is reloaded (a tail call), ends a scope. How
 /// many scopes.
 fn check_arm64_epilogues(
@@ -1414,7 +1419,13 @@ fn check_arm64_epilogues(
             start >= prologue as u64 * 4,
             "{context}: an epilogue scope at {start} in the prologue"
         );
-        let end = start + 4 * codes.len() as u64;
+        let mut end = start + 4 * codes.len() as u64;
+        let authenticating_return = matches!(codes.last(), Some(Arm64Code::PacSignLr))
+            && end >= start + 4
+            && insn(end - 4) == RETAB;
+        if authenticating_return {
+            end -= 4;
+        }
         assert!(
             end < begin + len,
             "{context}: the epilogue at {start} ends past its record"
@@ -1422,6 +1433,7 @@ fn check_arm64_epilogues(
         let exit = insn(end);
         assert!(
             exit == 0xd65f_03c0
+                || authenticating_return
                 || exit & 0xffff_fc1f == 0xd61f_0000
                 || exit & 0xfc00_0000 == 0x1400_0000,
             "{context}: the epilogue at {start} ends at {exit:#010x}, not a return or a branch"
@@ -1436,15 +1448,21 @@ fn check_arm64_epilogues(
         for r in &mut state.d {
             *r ^= 0xb0d7_0000;
         }
-        state.signed = (start..end)
-            .step_by(4)
-            .any(|at| matches!(insn(at), 0xd503_23ff | 0xd503_23df));
+        state.signed = authenticating_return
+            || (start..end)
+                .step_by(4)
+                .any(|at| matches!(insn(at), 0xd503_23ff | 0xd503_23df));
         let mut states = vec![state.clone()];
         for at in (start..end).step_by(4) {
             state.step(insn(at)).unwrap_or_else(|| {
                 panic!("{context}: epilogue instruction at {at} ({:#010x}) is not one this emulator runs", insn(at))
             });
             states.push(state.clone());
+        }
+        // `retab` authenticates before it returns: stopped at it, the unwinder runs its
+        // `pac_sign_lr`, and what the epilogue leaves is authenticated.
+        if authenticating_return {
+            state.signed = false;
         }
         for (k, before) in states.iter().enumerate() {
             let mut unwound = before.clone();
@@ -1470,7 +1488,7 @@ fn check_arm64_epilogues(
         let branch = w & 0xfc00_0000 == 0x1400_0000 || w & 0xffff_fc1f == 0xd61f_0000;
         let after_reload = reload(at - 4)
             || (matches!(insn(at - 4), 0xd503_23ff | 0xd503_23df) && at >= 8 && reload(at - 8));
-        if w == 0xd65f_03c0 || (branch && after_reload) {
+        if w == 0xd65f_03c0 || w == RETAB || (branch && after_reload) {
             assert!(
                 ends.contains(&at),
                 "{context}: the return or tail call at {at} ends no epilogue scope"
@@ -1619,6 +1637,10 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
         "sign_return_address_with_bkey=true",
         "use_bti=true",
     ]));
+    // The same where the target has pointer authentication (`has_pauth`): the epilogue
+    // authenticates and returns in one instruction, `retab`.
+    let mut retab = signed.clone();
+    retab.extend(set_args(&["has_pauth=true"]));
     // And stack probes (unrolled below 4 pages, a loop above), in every function's prologue.
     let mut probes = vec!["--merge-functions", "aliases", "--merge-similar"];
     probes.extend(set_args(&[
@@ -1627,7 +1649,11 @@ fn windows_arm64_unwind_codes_undo_every_prologue_instruction() {
     ]));
     let runs = configurations()
         .into_iter()
-        .chain([(signed.join(" "), signed), (probes.join(" "), probes)])
+        .chain([
+            (signed.join(" "), signed),
+            (retab.join(" "), retab),
+            (probes.join(" "), probes),
+        ])
         .flat_map(|c| {
             [FIXTURE, WINDOWS_ARM64_FRAMES, TAIL_CALLS_FIXTURE].map(|fixture| (c.clone(), fixture))
         });
@@ -1729,7 +1755,8 @@ const WINDOWS_ARM64_IMAGE_IMPORTS: [(&str, &str); 2] = [("cb", "&cb"), ("ext", "
 /// frame from its first byte, its records the data the merger defined beside the code; and
 /// each function's records must undo its prologue after every instruction, emulated as for
 /// objects ([`check_arm64_function`]), in every mode, with and without merge-similar and
-/// CLIF thunks, and with return addresses signed with the B key and `bti` landing pads.
+/// CLIF thunks, and with return addresses signed with the B key and `bti` landing pads, or
+/// authenticated by `retab`.
 #[test]
 fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
     let target = TargetInfo::from_triple_str("aarch64-pc-windows-msvc").unwrap();
@@ -1737,6 +1764,12 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
         ("sign_return_address", "true"),
         ("sign_return_address_with_bkey", "true"),
         ("use_bti", "true"),
+    ];
+    // With pointer authentication in the target, epilogues end in `retab`.
+    let retab = [
+        ("sign_return_address", "true"),
+        ("sign_return_address_with_bkey", "true"),
+        ("has_pauth", "true"),
     ];
     let mut checked = 0;
     let mut scopes = 0;
@@ -1746,6 +1779,7 @@ fn windows_arm64_jit_function_table_undoes_every_prologue_instruction() {
             (true, false, &[][..]),
             (true, true, &[][..]),
             (true, false, &signed[..]),
+            (true, false, &retab[..]),
         ] {
             let context = format!(
                 "aarch64-pc-windows-msvc JIT {mode:?}, merge-similar {similar}, CLIF thunks \

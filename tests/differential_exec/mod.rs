@@ -255,10 +255,13 @@ pub enum Variant {
     /// returning (qemu's CPU has the instructions, so a wrong signature faults), and a
     /// function that reads its return address strips the signature (`xpaclri`).
     PointerAuthentication,
-    /// Both, as `-mbranch-protection=standard` builds C code: `--set use_bti=true --set
-    /// sign_return_address=true`, enforced as with [`Variant::BranchProtection`]. A function
-    /// that signs its return address then starts with `paciasp`, which is its landing pad,
-    /// instead of `bti c`.
+    /// Both, as `-mbranch-protection=standard` builds C code, for a target with pointer
+    /// authentication (FEAT_PAuth, which qemu's CPU has): `--set use_bti=true --set
+    /// sign_return_address=true --set has_pauth=true`, enforced as with
+    /// [`Variant::BranchProtection`]. A function that signs its return address then starts
+    /// with `paciasp`, which is its landing pad, instead of `bti c`, and returns with
+    /// `retaa`, which authenticates and returns in one instruction (the other variants'
+    /// `autiasp` and `ret` are hints that run on any aarch64).
     StandardBranchProtection,
     /// Both with the B key, in every function, as `-mbranch-protection=pac-ret+leaf+b-key+bti`
     /// builds C code: `--set use_bti=true --set sign_return_address=true --set
@@ -334,9 +337,11 @@ impl Variant {
             Variant::NoUnwindInfo => &[("unwind_info", "false")],
             Variant::BranchProtection => &[("use_bti", "true")],
             Variant::PointerAuthentication => &[("sign_return_address", "true")],
-            Variant::StandardBranchProtection => {
-                &[("use_bti", "true"), ("sign_return_address", "true")]
-            }
+            Variant::StandardBranchProtection => &[
+                ("use_bti", "true"),
+                ("sign_return_address", "true"),
+                ("has_pauth", "true"),
+            ],
             Variant::BKeyBranchProtection => &[
                 ("use_bti", "true"),
                 ("sign_return_address", "true"),

@@ -112,12 +112,18 @@ const AUTIBSP: u32 = 0xd503_23ff;
 const AUTIBZ: u32 = 0xd503_23df;
 /// `ret`.
 const RET: u32 = 0xd65f_03c0;
+/// `retab`: `autibsp` and `ret` in one instruction, which Cranelift writes where the target
+/// has pointer authentication (`has_pauth`).
+const RETAB: u32 = 0xd65f_0fff;
 /// The `end` code.
 const END: u8 = 0xe4;
 /// The `end_c` code: ends an (empty) prologue; the codes after it are still run.
 const END_C: u8 = 0xe5;
 /// The `nop` code.
 const NOP: u8 = 0xe3;
+/// The `pac_sign_lr` code: the return address signed with the B key (`pacibsp`), and
+/// authenticated where an epilogue runs it.
+const PAC_SIGN_LR: u8 = 0xfc;
 /// The function length a header holds, in words (18 bits).
 const MAX_WORDS: u32 = (1 << 18) - 1;
 /// The code words a header holds without its extension word (5 bits).
@@ -305,7 +311,8 @@ fn record(
 }
 
 /// The epilogues of a function whose code is `code` and whose prologue ends at `prologue`:
-/// each return (`ret`), and each tail call's branch out of the function (`b`, or `br`),
+/// each return (`ret`, or `retab`, whose authentication takes a `pac_sign_lr` code of its
+/// own before the end), and each tail call's branch out of the function (`b`, or `br`),
 /// after the run of instructions before it that each have one unwind code doing what the
 /// instruction does ([`epilogue_step`]), when that run reloads the frame record (`x29` and
 /// `x30`: before that, the return address is not the caller's). The run stops at an
@@ -359,6 +366,9 @@ fn epilogues(code: &[u8], prologue: u32) -> Vec<Epilogue> {
             }
         }
         if reloads_frame {
+            if insn == RETAB {
+                codes.push(PAC_SIGN_LR);
+            }
             codes.push(END);
             out.push(Epilogue {
                 start: begin as u32 * 4,
@@ -375,7 +385,7 @@ fn epilogues(code: &[u8], prologue: u32) -> Vec<Epilogue> {
 /// reloaded, a branch can only leave ([`epilogues`] requires that reload).
 fn leaves_the_function(insn: u32) -> bool {
     match insn {
-        RET => true,
+        RET | RETAB => true,
         _ if insn & 0xffff_fc1f == 0xd61f_0000 => (insn >> 5) & 0x1f != 30,
         _ => insn & 0xfc00_0000 == 0x1400_0000,
     }
@@ -715,7 +725,7 @@ fn encode(s: Step, frame: bool, out: &mut Vec<u8>) -> Result<usize, String> {
             1
         }
         Step::SignLr => {
-            out.push(0xfc);
+            out.push(PAC_SIGN_LR);
             1
         }
         Step::Free { size } => {
