@@ -240,7 +240,8 @@ impl Progress {
 }
 
 /// Where each function was read (`file:line`, by its name as its module prints it), so
-/// that an error about a function read from a file names that place.
+/// that an error about a function read from a file names that place. Kept while reading
+/// (timed as reading), not while merging.
 struct Places(std::collections::HashMap<String, String>);
 
 impl Places {
@@ -311,6 +312,7 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     if let Some(failure) = read.verify_failure {
         return Err(failure.to_string());
     }
+    let places = Places::of(&parsed);
     let parse_s = start.elapsed().as_secs_f64();
 
     // Merge.
@@ -319,7 +321,6 @@ fn run(cli: &Cli) -> Result<ExitCode, String> {
     // Module order is output order (symbols, sections, merged CLIF): by name, so that the
     // object does not depend on the order in which the files were given.
     parsed.sort_by_cached_key(|p| FuncName::of_function(&p.func));
-    let places = Places::of(&parsed);
     let mut module = Module::with_capacity(parsed.len());
     for p in parsed {
         let name = FuncName::of_function(&p.func);
