@@ -749,10 +749,15 @@ fn emit_clif_keeps_the_memory_flags_of_atomic_accesses() {
     );
     // Emitted again from what it emitted: the same text.
     let dir = tempfile::tempdir().unwrap();
-    let again = dir.path().join("merged.clif");
-    std::fs::write(&again, &emitted.stdout).unwrap();
-    let twice = run(args![&again, "--emit-clif", "-", "--target", X86]).ok();
-    assert_eq!(twice.stdout, emitted.stdout);
+    emits_itself_again(&emitted.stdout, &dir.path().join("merged.clif"));
+}
+
+/// Write the merged CLIF `emitted` to `file` and emit it again from there: the same text.
+#[track_caller]
+fn emits_itself_again(emitted: &str, file: &Path) {
+    std::fs::write(file, emitted).unwrap();
+    let twice = run(args![file, "--emit-clif", "-", "--target", X86]).ok();
+    assert_eq!(twice.stdout, emitted);
 }
 
 /// Each dynamic type `func` declares (`i32x4*gv0`), and each dynamic stack slot's type.
@@ -799,7 +804,7 @@ fn emit_clif_declares_dynamic_types() {
     // emitted again from what it emitted: the same text.
     let dir = tempfile::tempdir().unwrap();
     let again = dir.path().join("merged.clif");
-    std::fs::write(&again, &emitted.stdout).unwrap();
+    emits_itself_again(&emitted.stdout, &again);
     run(args![
         &again,
         "-o",
@@ -808,8 +813,6 @@ fn emit_clif_declares_dynamic_types() {
         ARM
     ])
     .ok();
-    let twice = run(args![&again, "--emit-clif", "-", "--target", X86]).ok();
-    assert_eq!(twice.stdout, emitted.stdout);
 }
 
 #[test]
